@@ -1,0 +1,81 @@
+// The tokenizer of Hugging Face's BertTokenizer (the "slow", Python one, which is the
+// reference): basic tokenisation, then greedy longest-match-first WordPiece, then the
+// sentence-pair layout [CLS] A [SEP] B [SEP] with token_type_ids, truncation and padding.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace dtlab::tokenizer {
+
+struct BertTokenizerOptions {
+  bool do_lower_case = true;
+  // Unset: strip accents exactly when lower-casing (Hugging Face's strip_accents=None).
+  std::optional<bool> strip_accents;
+  bool tokenize_chinese_chars = true;
+  int max_input_chars_per_word = 100;
+  std::string unk_token = "[UNK]";
+  std::string sep_token = "[SEP]";
+  std::string pad_token = "[PAD]";
+  std::string cls_token = "[CLS]";
+  std::string mask_token = "[MASK]";
+};
+
+// One encoded example, padded to the requested length.
+struct Encoding {
+  std::vector<int64_t> input_ids;
+  std::vector<int64_t> token_type_ids;
+  std::vector<int64_t> attention_mask;  // 1 for real tokens, 0 for padding
+};
+
+class BertTokenizer {
+ public:
+  // vocab: one token per id, in id order (the lines of vocab.txt). Throws dtlab::Error when a
+  // special token of options is missing from the vocabulary.
+  BertTokenizer(std::vector<std::string> vocab, BertTokenizerOptions options);
+
+  // Reads DIR/vocab.txt and, when present, DIR/tokenizer_config.json (do_lower_case,
+  // strip_accents, tokenize_chinese_chars, special tokens). Without do_lower_case in the config,
+  // lower-casing is inferred: on when no ordinary vocabulary entry has an upper-case letter.
+  // A missing vocab.txt is a dtlab::Error that says what DIR must hold.
+  static BertTokenizer from_pretrained(const std::filesystem::path& dir);
+
+  // Text to word pieces ("unaffable" -> "una", "##ffa", "##ble"). Special tokens written in
+  // the text ("[SEP]", "[MASK]", ...) stay whole, as in Hugging Face.
+  std::vector<std::string> tokenize(std::string_view text) const;
+
+  // Token to id; unknown tokens map to the id of unk_token.
+  int64_t token_to_id(std::string_view token) const;
+  const std::string& id_to_token(int64_t id) const;
+  std::vector<int64_t> convert_tokens_to_ids(const std::vector<std::string>& tokens) const;
+
+  // [CLS] a [SEP] (b [SEP]) with token_type_ids 0 for the first segment (with [CLS] and its
+  // [SEP]) and 1 for the second. When the result exceeds max_length, tokens are removed one at a
+  // time from the end of the longer segment ("longest_first"; from b when equal). Then padded
+  // with pad_token to exactly max_length. Throws dtlab::Error if max_length cannot hold the
+  // special tokens.
+  Encoding encode(std::string_view a, std::optional<std::string_view> b, int max_length) const;
+
+  int64_t vocab_size() const { return static_cast<int64_t>(vocab_.size()); }
+  const BertTokenizerOptions& options() const { return options_; }
+  int64_t pad_id() const { return pad_id_; }
+  int64_t cls_id() const { return cls_id_; }
+  int64_t sep_id() const { return sep_id_; }
+  int64_t unk_id() const { return unk_id_; }
+
+ private:
+  std::vector<std::string> basic_tokenize(std::string_view text) const;
+  void wordpiece(const std::string& word, std::vector<std::string>& out) const;
+
+  std::vector<std::string> vocab_;
+  std::unordered_map<std::string, int64_t> ids_;
+  BertTokenizerOptions options_;
+  int64_t pad_id_ = 0, cls_id_ = 0, sep_id_ = 0, unk_id_ = 0;
+};
+
+}  // namespace dtlab::tokenizer

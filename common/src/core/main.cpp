@@ -1,0 +1,32 @@
+#include "dtlab/core/main.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "dtlab/core/error.h"
+
+namespace dtlab {
+
+int run_main(const char* program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const NotImplemented& e) {
+    std::fprintf(stderr, "%s: TODO not done: %s\n", program, e.what());
+    return kExitNotImplemented;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return kExitUsage;
+  } catch (const c10::Error& e) {
+    // what() carries a C++ backtrace; the first line without it is the message a person needs.
+    std::fprintf(stderr, "%s: internal error (LibTorch): %s\n", program,
+                 e.what_without_backtrace());
+    return kExitInternal;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
+    return kExitInternal;
+  }
+}
+
+}  // namespace dtlab

@@ -1,0 +1,33 @@
+// Small helpers shared by the test suites.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+namespace dtlab::test {
+
+// A new, empty folder under the build tree's test scratch area, unique to this process.
+inline std::filesystem::path fresh_temp_dir(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::path(DTLAB_BINARY_DIR) / "test-scratch" /
+                                    (name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace dtlab::test
+
+// Expects `statement` to throw `type` whose what() contains `needle`.
+#define EXPECT_THROW_WITH(statement, type, needle)                                    \
+  do {                                                                                \
+    try {                                                                             \
+      statement;                                                                      \
+      ADD_FAILURE() << "expected " #type " containing \"" << (needle) << "\"";        \
+    } catch (const type& e) {                                                         \
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)                \
+          << "message was: " << e.what();                                             \
+    }                                                                                 \
+  } while (0)
