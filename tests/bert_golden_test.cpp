@@ -1,1 +1,415 @@
-// placeholder: being written
+// The C++ BertForSequenceClassification against Hugging Face transformers, an independent oracle.
+//
+// tests/golden/bert/ holds tiny checkpoints and what transformers 4.40.2 computed with them
+// (tests/golden/make_bert_golden.py made them; its docstring says how to rerun it):
+//   tiny-a, tiny-b  full BertForSequenceClassification checkpoints of two different
+//                   configurations: logits, loss, pooled output, state-dict keys and shapes.
+//   legacy-base     a bare BertModel checkpoint (no "bert." prefix, LayerNorm gamma/beta,
+//                   embeddings.position_ids, pre-training heads "cls.*"): the pooled output and
+//                   what transformers reported as missing and unexpected.
+// Then the loader's errors, on small checkpoint folders made in a temp dir, and the
+// save_pretrained -> from_pretrained round trip.
+#include <gtest/gtest.h>
+#include <torch/types.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "dtlab/core/error.h"
+#include "dtlab/io/safetensors.h"
+#include "dtlab/model/bert.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using dtlab::model::BertForSequenceClassification;
+using dtlab::model::LoadReport;
+using nlohmann::json;
+
+namespace {
+
+// Hugging Face and dtlab run the same float32 kernels; anything beyond rounding is a bug.
+constexpr double kTolerance = 1e-5;
+
+fs::path golden_dir(const std::string& name) {
+  return fs::path(DTLAB_SOURCE_DIR) / "tests" / "golden" / "bert" / name;
+}
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path.string());
+  return json::parse(in);
+}
+
+json expected_of(const std::string& name) { return read_json(golden_dir(name) / "expected.json"); }
+
+// A [rows, cols] int64 tensor from a JSON array of arrays.
+torch::Tensor int_matrix(const json& rows) {
+  std::vector<int64_t> flat;
+  for (const auto& row : rows) {
+    for (const auto& v : row) flat.push_back(v.get<int64_t>());
+  }
+  const auto n = static_cast<int64_t>(rows.size());
+  return torch::tensor(flat, torch::kInt64).view({n, static_cast<int64_t>(flat.size()) / n});
+}
+
+// A float64 tensor from a JSON array (of arrays) of numbers: the golden float32 values, exactly.
+torch::Tensor double_tensor(const json& values) {
+  if (!values.is_array()) return torch::scalar_tensor(values.get<double>(), torch::kFloat64);
+  std::vector<double> flat;
+  std::vector<int64_t> shape{static_cast<int64_t>(values.size())};
+  for (const auto& row : values) {
+    if (row.is_array()) {
+      if (shape.size() == 1) shape.push_back(static_cast<int64_t>(row.size()));
+      for (const auto& v : row) flat.push_back(v.get<double>());
+    } else {
+      flat.push_back(row.get<double>());
+    }
+  }
+  return torch::tensor(flat, torch::kFloat64).view(shape);
+}
+
+std::string shape_string(at::IntArrayRef sizes) {
+  std::ostringstream out;
+  out << sizes;
+  return out.str();
+}
+
+// Expects `actual` to have the golden shape and to be within kTolerance of it everywhere;
+// reports the largest absolute difference and where it is either way.
+void expect_matches_golden(const torch::Tensor& actual, const json& golden, const std::string& what) {
+  ASSERT_TRUE(actual.defined()) << what << " is undefined";
+  const torch::Tensor expected = double_tensor(golden);
+  ASSERT_EQ(actual.sizes(), expected.sizes())
+      << what << ": shape " << shape_string(actual.sizes()) << ", golden "
+      << shape_string(expected.sizes());
+  const torch::Tensor diff = (actual.detach().to(torch::kCPU, torch::kFloat64) - expected).abs();
+  const double max_diff = diff.max().item<double>();
+  const int64_t where = diff.flatten().argmax().item<int64_t>();
+  EXPECT_LE(max_diff, kTolerance)
+      << what << ": max abs diff " << max_diff << " at flat index " << where << " (got "
+      << actual.detach().flatten()[where].item<double>() << ", golden "
+      << expected.flatten()[where].item<double>() << ")\n got:\n"
+      << actual << "\n golden:\n" << expected;
+  std::cout << "[ golden   ] " << what << ": max abs diff " << max_diff << "\n";
+}
+
+struct Inputs {
+  torch::Tensor input_ids, attention_mask, token_type_ids, labels;
+};
+
+Inputs inputs_of(const json& expected) {
+  Inputs in;
+  in.input_ids = int_matrix(expected.at("input_ids"));
+  in.attention_mask = int_matrix(expected.at("attention_mask"));
+  in.token_type_ids = int_matrix(expected.at("token_type_ids"));
+  if (expected.contains("labels")) {
+    in.labels = torch::tensor(expected.at("labels").get<std::vector<int64_t>>(), torch::kInt64);
+  }
+  return in;
+}
+
+// Parameter and buffer shapes by name.
+std::map<std::string, std::vector<int64_t>> model_shapes(const BertForSequenceClassification& model) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& p : model->named_parameters()) shapes[p.key()] = p.value().sizes().vec();
+  for (const auto& b : model->named_buffers()) shapes[b.key()] = b.value().sizes().vec();
+  return shapes;
+}
+
+// state_dict_keys(model) equals the recorded keys, and each has the recorded shape.
+void expect_state_dict_matches(const BertForSequenceClassification& model, const json& expected) {
+  std::vector<std::string> keys = dtlab::model::state_dict_keys(model);
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::string> golden_keys;
+  std::map<std::string, std::vector<int64_t>> golden_shapes;
+  for (const auto& entry : expected.at("state_dict")) {
+    const auto key = entry.at("key").get<std::string>();
+    golden_keys.push_back(key);
+    golden_shapes[key] = entry.at("shape").get<std::vector<int64_t>>();
+  }
+  std::vector<std::string> only_model, only_golden;
+  std::set_difference(keys.begin(), keys.end(), golden_keys.begin(), golden_keys.end(),
+                      std::back_inserter(only_model));
+  std::set_difference(golden_keys.begin(), golden_keys.end(), keys.begin(), keys.end(),
+                      std::back_inserter(only_golden));
+  for (const auto& k : only_model) ADD_FAILURE() << "state_dict_keys has " << k << ", transformers has not";
+  for (const auto& k : only_golden) ADD_FAILURE() << "transformers has " << k << ", state_dict_keys has not";
+  EXPECT_EQ(keys.size(), golden_keys.size()) << "duplicate or missing keys";
+
+  const auto shapes = model_shapes(model);
+  for (const auto& [key, shape] : golden_shapes) {
+    auto it = shapes.find(key);
+    if (it == shapes.end()) continue;  // reported above if state_dict_keys has it
+    EXPECT_EQ(it->second, shape) << key << ": model " << shape_string(it->second)
+                                 << ", transformers " << shape_string(shape);
+  }
+}
+
+std::vector<std::string> sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// Expects `fn` to throw dtlab::Error whose message contains every needle (case-sensitive).
+void expect_error_mentions(const std::function<void()>& fn,
+                           std::initializer_list<std::string> needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected a dtlab::Error";
+  } catch (const dtlab::Error& e) {
+    const std::string message = e.what();
+    for (const auto& needle : needles) {
+      EXPECT_NE(message.find(needle), std::string::npos)
+          << "message lacks \"" << needle << "\": " << message;
+    }
+  }
+}
+
+// A fresh scratch folder, removed at the end of the test unless the test failed.
+struct Scratch {
+  explicit Scratch(const std::string& name) : path(dtlab::test::fresh_temp_dir(name)) {}
+  ~Scratch() {
+    std::error_code ignored;
+    if (!testing::Test::HasFailure()) fs::remove_all(path, ignored);
+  }
+  const fs::path path;
+};
+
+// Copies a golden checkpoint folder's config.json and model.safetensors into dir.
+void copy_checkpoint(const std::string& name, const fs::path& dir) {
+  fs::copy_file(golden_dir(name) / "config.json", dir / "config.json");
+  fs::copy_file(golden_dir(name) / "model.safetensors", dir / "model.safetensors");
+}
+
+// gtest parameter names must be alphanumeric: "tiny-a" -> "tiny_a".
+std::string param_name(const testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Full checkpoints: everything transformers computed must come out the same.
+
+class BertGoldenFull : public testing::TestWithParam<std::string> {};
+
+TEST_P(BertGoldenFull, LoadsWithNoMissingOrUnexpectedKeys) {
+  LoadReport report;
+  auto model = dtlab::model::from_pretrained(golden_dir(GetParam()), {}, &report);
+  EXPECT_TRUE(report.missing_keys.empty()) << report.describe(GetParam());
+  EXPECT_TRUE(report.unexpected_keys.empty()) << report.describe(GetParam());
+}
+
+TEST_P(BertGoldenFull, StateDictKeysAndShapesMatchTransformers) {
+  const json expected = expected_of(GetParam());
+  auto model = dtlab::model::from_pretrained(golden_dir(GetParam()));
+  expect_state_dict_matches(model, expected);
+}
+
+TEST_P(BertGoldenFull, LogitsAndLossMatchTransformers) {
+  const json expected = expected_of(GetParam());
+  auto model = dtlab::model::from_pretrained(golden_dir(GetParam()));
+  model->eval();
+  const Inputs in = inputs_of(expected);
+  torch::NoGradGuard no_grad;
+  const auto out = model->forward(in.input_ids, in.attention_mask, in.token_type_ids, in.labels);
+  expect_matches_golden(out.logits, expected.at("logits"), GetParam() + " logits");
+  expect_matches_golden(out.loss, expected.at("loss"), GetParam() + " loss");
+}
+
+// The base model alone: when the logits are off, this tells whether the classifier head is.
+TEST_P(BertGoldenFull, PooledOutputMatchesTransformers) {
+  const json expected = expected_of(GetParam());
+  auto model = dtlab::model::from_pretrained(golden_dir(GetParam()));
+  model->eval();
+  const Inputs in = inputs_of(expected);
+  torch::NoGradGuard no_grad;
+  const auto pooled = model->bert->forward(in.input_ids, in.attention_mask, in.token_type_ids);
+  expect_matches_golden(pooled, expected.at("pooled_output"), GetParam() + " pooled output");
+}
+
+// What sits under attention_mask 0 must not matter (transformers' numbers cannot show a mask
+// that is applied to the wrong axis but happens to agree on these inputs).
+TEST_P(BertGoldenFull, PaddedPositionsDoNotChangeLogits) {
+  const json expected = expected_of(GetParam());
+  auto model = dtlab::model::from_pretrained(golden_dir(GetParam()));
+  model->eval();
+  const Inputs in = inputs_of(expected);
+  const torch::Tensor padded = in.attention_mask.eq(0);
+  ASSERT_TRUE(padded.any().item<bool>()) << "the golden inputs should have padding";
+  const torch::Tensor other_ids = in.input_ids.masked_fill(padded, 5);
+  const torch::Tensor other_types = in.token_type_ids.masked_fill(padded, 1);
+  torch::NoGradGuard no_grad;
+  const auto a = model->forward(in.input_ids, in.attention_mask, in.token_type_ids).logits;
+  const auto b = model->forward(other_ids, in.attention_mask, other_types).logits;
+  EXPECT_LE((a - b).abs().max().item<double>(), 1e-6) << a << "\n" << b;
+}
+
+TEST_P(BertGoldenFull, SavePretrainedRoundTripReproducesLogitsExactly) {
+  const json expected = expected_of(GetParam());
+  auto model = dtlab::model::from_pretrained(golden_dir(GetParam()));
+  model->eval();
+  const Scratch scratch("bert-roundtrip-" + GetParam());
+  const fs::path dir = scratch.path / "saved";
+  dtlab::model::save_pretrained(model, dir);
+  ASSERT_TRUE(fs::exists(dir / "config.json"));
+  ASSERT_TRUE(fs::exists(dir / "model.safetensors"));
+
+  LoadReport report;
+  auto again = dtlab::model::from_pretrained(dir, {}, &report);
+  again->eval();
+  EXPECT_TRUE(report.missing_keys.empty()) << report.describe(dir.string());
+  EXPECT_TRUE(report.unexpected_keys.empty()) << report.describe(dir.string());
+
+  // The saved config describes the same network as the golden one.
+  const json original = read_json(golden_dir(GetParam()) / "config.json");
+  const json saved = read_json(dir / "config.json");
+  for (const char* field : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                            "intermediate_size", "hidden_act", "max_position_embeddings",
+                            "type_vocab_size", "layer_norm_eps", "pad_token_id"}) {
+    ASSERT_TRUE(saved.contains(field)) << field << " missing from the saved config.json";
+    EXPECT_EQ(saved.at(field), original.at(field)) << field;
+  }
+  EXPECT_EQ(again->config().num_labels, model->config().num_labels);
+
+  // The saved tensors are the model's, bit for bit, under Hugging Face's names.
+  const auto tensors = dtlab::io::load_safetensors(dir / "model.safetensors");
+  const auto golden_tensors = dtlab::io::load_safetensors(golden_dir(GetParam()) / "model.safetensors");
+  ASSERT_EQ(tensors.size(), golden_tensors.size());
+  for (const auto& [key, tensor] : golden_tensors) {
+    auto it = tensors.find(key);
+    ASSERT_NE(it, tensors.end()) << key << " not saved";
+    EXPECT_EQ(it->second.scalar_type(), torch::kFloat32) << key;
+    EXPECT_TRUE(torch::equal(it->second, tensor)) << key << " changed on the round trip";
+  }
+
+  const Inputs in = inputs_of(expected);
+  torch::NoGradGuard no_grad;
+  const auto a = model->forward(in.input_ids, in.attention_mask, in.token_type_ids, in.labels);
+  const auto b = again->forward(in.input_ids, in.attention_mask, in.token_type_ids, in.labels);
+  EXPECT_TRUE(torch::equal(a.logits, b.logits)) << a.logits << "\n" << b.logits;
+  EXPECT_TRUE(torch::equal(a.loss, b.loss)) << a.loss << " vs " << b.loss;
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, BertGoldenFull, testing::Values("tiny-a", "tiny-b"),
+                         param_name);
+
+// ---------------------------------------------------------------------------------------------
+// A bare BertModel checkpoint with legacy names and pre-training heads.
+
+TEST(BertGoldenLegacy, ReportsFreshClassifierAndUnusedPreTrainingHeads) {
+  const json expected = expected_of("legacy-base");
+  LoadReport report;
+  auto model = dtlab::model::from_pretrained(golden_dir("legacy-base"), {}, &report);
+  // transformers: classifier.weight and classifier.bias missing; the cls.* heads unexpected
+  // (gamma/beta renamed, embeddings.position_ids silently ignored).
+  EXPECT_EQ(sorted(report.missing_keys), expected.at("missing_keys").get<std::vector<std::string>>())
+      << report.describe("legacy-base");
+  EXPECT_EQ(sorted(report.unexpected_keys),
+            expected.at("unexpected_keys").get<std::vector<std::string>>())
+      << report.describe("legacy-base");
+  const std::string notice = report.describe("legacy-base");
+  EXPECT_NE(notice.find("classifier.weight"), std::string::npos) << notice;
+  EXPECT_NE(notice.find("cls.seq_relationship.weight"), std::string::npos) << notice;
+}
+
+TEST(BertGoldenLegacy, StateDictKeysAndShapesMatchTransformers) {
+  const json expected = expected_of("legacy-base");
+  auto model = dtlab::model::from_pretrained(golden_dir("legacy-base"));
+  expect_state_dict_matches(model, expected);
+}
+
+// The classifier is freshly initialised (differently from transformers), so only the base
+// model's output is comparable.
+TEST(BertGoldenLegacy, PooledOutputMatchesTransformers) {
+  const json expected = expected_of("legacy-base");
+  auto model = dtlab::model::from_pretrained(golden_dir("legacy-base"));
+  model->eval();
+  const Inputs in = inputs_of(expected);
+  torch::NoGradGuard no_grad;
+  const auto pooled = model->bert->forward(in.input_ids, in.attention_mask, in.token_type_ids);
+  expect_matches_golden(pooled, expected.at("pooled_output"), "legacy-base pooled output");
+  const auto out = model->forward(in.input_ids, in.attention_mask, in.token_type_ids);
+  EXPECT_EQ(out.logits.sizes(), (std::vector<int64_t>{in.input_ids.size(0), 2}));
+  EXPECT_FALSE(out.loss.defined()) << "no labels, no loss";
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loader's errors.
+
+TEST(BertLoaderErrors, ShapeMismatchNamesTheKeyAndBothShapes) {
+  const Scratch scratch("bert-shape-mismatch");
+  const fs::path dir = scratch.path;
+  copy_checkpoint("tiny-b", dir);
+  auto tensors = dtlab::io::load_safetensors(dir / "model.safetensors");
+  const std::string key = "bert.embeddings.token_type_embeddings.weight";
+  ASSERT_EQ(tensors.at(key).sizes(), (std::vector<int64_t>{3, 24}));
+  tensors[key] = torch::zeros({5, 24});
+  dtlab::io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  expect_error_mentions([&] { dtlab::model::from_pretrained(dir); }, {key, "5, 24", "3, 24"});
+}
+
+// run_glue with a task whose label count differs from the checkpoint's classifier.
+TEST(BertLoaderErrors, NumLabelsOverrideThatContradictsTheClassifierIsAShapeMismatch) {
+  dtlab::model::BertOverrides overrides;
+  overrides.num_labels = 5;
+  expect_error_mentions([&] { dtlab::model::from_pretrained(golden_dir("tiny-b"), overrides); },
+                        {"classifier.weight", "3, 24", "5, 24"});
+}
+
+TEST(BertLoaderErrors, OnlyPytorchModelBinAsksForASafetensorsConversion) {
+  const Scratch scratch("bert-only-bin");
+  const fs::path& dir = scratch.path;
+  fs::copy_file(golden_dir("tiny-b") / "config.json", dir / "config.json");
+  std::ofstream(dir / "pytorch_model.bin") << "not really a pickle";
+  try {
+    dtlab::model::from_pretrained(dir);
+    ADD_FAILURE() << "expected a dtlab::Error";
+  } catch (const dtlab::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("pytorch_model.bin"), std::string::npos) << message;
+    EXPECT_NE(message.find("safetensors"), std::string::npos) << message;
+    EXPECT_NE(lower(message).find("convert"), std::string::npos)
+        << "should give the conversion command: " << message;
+  }
+}
+
+TEST(BertLoaderErrors, MissingConfigJsonNamesTheFile) {
+  const Scratch scratch("bert-no-config");
+  const fs::path& dir = scratch.path;
+  fs::copy_file(golden_dir("tiny-b") / "model.safetensors", dir / "model.safetensors");
+  EXPECT_THROW_WITH(dtlab::model::from_pretrained(dir), dtlab::Error, "config.json");
+}
+
+TEST(BertLoaderErrors, MissingWeightsNamesModelSafetensors) {
+  const Scratch scratch("bert-no-weights");
+  const fs::path& dir = scratch.path;
+  fs::copy_file(golden_dir("tiny-b") / "config.json", dir / "config.json");
+  EXPECT_THROW_WITH(dtlab::model::from_pretrained(dir), dtlab::Error, "model.safetensors");
+}
+
+TEST(BertLoaderErrors, MissingFolderNamesTheFolder) {
+  const Scratch scratch("bert-no-folder");
+  const fs::path dir = scratch.path / "no-such-model";
+  EXPECT_THROW_WITH(dtlab::model::from_pretrained(dir), dtlab::Error, "no-such-model");
+}
+
+}  // namespace

@@ -1,2 +1,9 @@
-#include "dtlab/core/main.h"
-int main() { return dtlab::run_main("task1", [] { return 0; }); }
+// task1 and task1-solution: run_glue.py's fine-tuning with the exercise functions of
+// tasks/task1 (or solutions/task1) linked in.
+#include "dtlab/tasks/task1.h"
+#include "dtlab/train/glue_run.h"
+
+int main(int argc, char** argv) {
+  return dtlab::train::glue_main(
+      argc, argv, {"task1", dtlab::task1::load_model, dtlab::task1::train_step, dtlab::task1::after_epoch});
+}

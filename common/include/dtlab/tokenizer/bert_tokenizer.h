@@ -40,27 +40,44 @@ class BertTokenizer {
   BertTokenizer(std::vector<std::string> vocab, BertTokenizerOptions options);
 
   // Reads DIR/vocab.txt and, when present, DIR/tokenizer_config.json (do_lower_case,
-  // strip_accents, tokenize_chinese_chars, special tokens). Without do_lower_case in the config,
-  // lower-casing is inferred: on when no ordinary vocabulary entry has an upper-case letter.
-  // A missing vocab.txt is a dtlab::Error that says what DIR must hold.
+  // strip_accents, tokenize_chinese_chars, special tokens as strings or {"content": ...}).
+  // vocab.txt is read as Python's load_vocab reads it: "\n", "\r\n" and a lone "\r" end a line,
+  // and an empty line is a token (it takes an id). Without do_lower_case in the config,
+  // lower-casing is inferred (Hugging Face would assume true): on when no ordinary vocabulary
+  // entry (ignoring "[...]" markers and the "##" prefix) has an upper-case letter.
+  // A missing vocab.txt is a dtlab::Error that says what DIR must hold; so are invalid UTF-8 in
+  // vocab.txt and config settings this class does not implement (do_basic_tokenize=false,
+  // never_split).
   static BertTokenizer from_pretrained(const std::filesystem::path& dir);
 
   // Text to word pieces ("unaffable" -> "una", "##ffa", "##ble"). Special tokens written in
-  // the text ("[SEP]", "[MASK]", ...) stay whole, as in Hugging Face.
+  // the text ("[SEP]", "[MASK]", ...) stay whole, as in Hugging Face; they are matched before
+  // anything else, case-sensitively, so "[sep]" is ordinary text even when lower-casing.
+  // Lower-casing is Python's str.lower one character at a time, as Hugging Face applies it
+  // ("İ" becomes "i" + U+0307; "Σ" always "σ", never the word-final "ς").
+  // Invalid UTF-8 bytes are read as U+FFFD, which cleaning drops like Python would.
   std::vector<std::string> tokenize(std::string_view text) const;
 
-  // Token to id; unknown tokens map to the id of unk_token.
+  // Token to id; unknown tokens map to the id of unk_token. A token repeated in the vocabulary
+  // has the id of its last line, and id_to_token of an earlier line (or of an id out of range)
+  // is unk_token, as with Hugging Face's dictionaries.
   int64_t token_to_id(std::string_view token) const;
   const std::string& id_to_token(int64_t id) const;
   std::vector<int64_t> convert_tokens_to_ids(const std::vector<std::string>& tokens) const;
 
   // [CLS] a [SEP] (b [SEP]) with token_type_ids 0 for the first segment (with [CLS] and its
-  // [SEP]) and 1 for the second. When the result exceeds max_length, tokens are removed one at a
-  // time from the end of the longer segment ("longest_first"; from b when equal). Then padded
-  // with pad_token to exactly max_length. Throws dtlab::Error if max_length cannot hold the
-  // special tokens.
+  // [SEP]) and 1 for the second. When the result exceeds max_length by n tokens, they come off
+  // the ends of the segments as in transformers 4.40's truncate_sequences("longest_first"):
+  // first min(n, |len a - len b|) from the longer one, then the rest shared evenly, the odd
+  // token from b. (Older versions removed one token at a time from the longer segment, from b
+  // on a tie; that gives the same result.) Then padded with pad_token to exactly max_length.
+  // Throws dtlab::Error if max_length cannot hold the special tokens (2, or 3 for a pair).
+  // One deliberate difference: for a single sentence and max_length == 2, Hugging Face logs an
+  // error and returns the sentence untruncated (longer than max_length); we return [CLS] [SEP].
   Encoding encode(std::string_view a, std::optional<std::string_view> b, int max_length) const;
 
+  // Lines of vocab.txt, so ids run from 0 to vocab_size() - 1 (Hugging Face's len(vocab) would
+  // not count a repeated entry twice).
   int64_t vocab_size() const { return static_cast<int64_t>(vocab_.size()); }
   const BertTokenizerOptions& options() const { return options_; }
   int64_t pad_id() const { return pad_id_; }
@@ -69,10 +86,14 @@ class BertTokenizer {
   int64_t unk_id() const { return unk_id_; }
 
  private:
-  std::vector<std::string> basic_tokenize(std::string_view text) const;
-  void wordpiece(const std::string& word, std::vector<std::string>& out) const;
+  // Hugging Face's BasicTokenizer on text without special tokens: words and punctuation.
+  std::vector<std::u32string> basic_tokenize(std::u32string_view text) const;
+  // Appends the word pieces of one word, or unk_token.
+  void wordpiece(const std::u32string& word, std::vector<std::string>& out) const;
+  bool is_special_token(std::u32string_view token) const;
 
   std::vector<std::string> vocab_;
+  std::vector<std::u32string> special_tokens_;  // never lower-cased or split
   std::unordered_map<std::string, int64_t> ids_;
   BertTokenizerOptions options_;
   int64_t pad_id_ = 0, cls_id_ = 0, sep_id_ = 0, unk_id_ = 0;

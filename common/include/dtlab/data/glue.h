@@ -1,0 +1,61 @@
+// GLUE data in the original file format (tab-separated, one header line), turned into
+// fixed-length features the way run_glue.py's convert_examples_to_features does.
+#pragma once
+
+#include <torch/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dtlab/tokenizer/bert_tokenizer.h"
+
+namespace dtlab::data {
+
+struct InputExample {
+  std::string guid;  // "<set>-<index>", e.g. "train-17"
+  std::string text_a;
+  std::string text_b;
+  int64_t label = 0;  // index into the task's label list
+};
+
+// A GLUE task as run_glue knows it: its name, its label strings, where its files are.
+struct GlueTask {
+  std::string name;                 // canonical, e.g. "rte"
+  std::vector<std::string> labels;  // label strings in id order
+};
+
+// The task called `name` (case-insensitive). Only RTE is provided; any other name is a
+// dtlab::Error listing the supported ones.
+GlueTask glue_task(const std::string& name);
+
+// Reads DIR/train.tsv or DIR/dev.tsv of RTE: a header line "index sentence1 sentence2 label"
+// then one example per line, fields separated by tabs, no quoting. A line with the wrong number
+// of fields, a missing header or an unknown label is a dtlab::Error "FILE:LINE: ..." that says
+// what was expected.
+std::vector<InputExample> read_rte_examples(const std::filesystem::path& tsv,
+                                            const std::string& set_type);
+
+// Tokenised examples, padded to max_seq_length, stacked as [N, max_seq_length] int64 tensors.
+struct Features {
+  torch::Tensor input_ids, attention_mask, token_type_ids;
+  torch::Tensor labels;  // [N] int64
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+};
+
+Features convert_examples_to_features(const std::vector<InputExample>& examples,
+                                      const tokenizer::BertTokenizer& tokenizer,
+                                      int max_seq_length);
+
+// One minibatch: rows of Features.
+struct Batch {
+  torch::Tensor input_ids, attention_mask, token_type_ids, labels;
+  int64_t size() const { return labels.size(0); }
+  // Tokens the model reads in this batch (attention_mask ones), for throughput figures.
+  int64_t real_tokens() const;
+};
+
+// The rows `indices` of features, in that order.
+Batch make_batch(const Features& features, const std::vector<int64_t>& indices);
+
+}  // namespace dtlab::data

@@ -1,0 +1,58 @@
+// The results.json every exercise run writes: configuration, environment, one record per
+// iteration and per epoch, and the timing summary. Plots and the grader read it; nothing
+// scrapes the console.
+//
+// Schema "dtlab.results/1":
+//   {"schema", "exercise", "config": {...}, "environment": {...},
+//    "iterations": [{"step", "epoch", "loss", "seconds", "lr", "examples", "tokens"}],
+//    "epochs": [{"epoch", "train_loss", "eval_accuracy", "eval_loss", "eval_examples", "seconds"}],
+//    "timing": {"count", "discarded", "mean_seconds", "stdev_seconds", "min_seconds",
+//               "max_seconds", "examples_per_second", "tokens_per_second"}}
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dtlab::report {
+
+struct IterationRecord {
+  int64_t step = 0;  // from 1
+  int epoch = 0;     // from 1
+  double loss = 0;
+  double seconds = 0;
+  double lr = 0;
+  int64_t examples = 0;
+  int64_t tokens = 0;  // non-padding tokens
+};
+
+struct EpochRecord {
+  int epoch = 0;
+  double train_loss = 0;  // mean over the epoch's iterations
+  std::optional<double> eval_accuracy, eval_loss;
+  int64_t eval_examples = 0;
+  double seconds = 0;
+};
+
+class Results {
+ public:
+  Results(std::string exercise, nlohmann::json config, nlohmann::json environment);
+  void add(const IterationRecord& r) { iterations_.push_back(r); }
+  void add(const EpochRecord& r) { epochs_.push_back(r); }
+  const std::vector<IterationRecord>& iterations() const { return iterations_; }
+  const std::vector<EpochRecord>& epochs() const { return epochs_; }
+  nlohmann::json to_json() const;
+  // Writes to_json() to path atomically; called after every epoch so a crash keeps what was done.
+  void save(const std::filesystem::path& path) const;
+
+ private:
+  std::string exercise_;
+  nlohmann::json config_, environment_;
+  std::vector<IterationRecord> iterations_;
+  std::vector<EpochRecord> epochs_;
+};
+
+}  // namespace dtlab::report

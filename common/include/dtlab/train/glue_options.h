@@ -1,0 +1,45 @@
+// The command-line flags of run_glue.py that the GLUE exercises take, parsed with CLI11.
+#pragma once
+
+#include <CLI/App.hpp>
+
+#include <optional>
+#include <string>
+
+namespace dtlab::train {
+
+struct GlueOptions {
+  std::string model_type = "bert";
+  std::string model_name_or_path;
+  std::string task_name = "RTE";
+  std::string data_dir;
+  std::string output_dir;
+  bool do_train = false;
+  bool do_eval = false;
+  bool overwrite_output_dir = false;
+  int max_seq_length = 128;
+  int per_gpu_train_batch_size = 8;
+  int per_gpu_eval_batch_size = 8;
+  double learning_rate = 5e-5;
+  double weight_decay = 0.0;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;
+  int num_train_epochs = 3;
+  long max_steps = -1;  // > 0: stop after this many steps (overrides num_train_epochs)
+  int warmup_steps = 0;
+  uint64_t seed = 42;
+  std::optional<double> dropout;  // overrides every dropout probability of config.json
+  int threads = 0;                // 0: the cores available to this process
+  int log_first_steps = 5;        // print the loss of each of the first N minibatches
+  double progress_seconds = 10;   // then a progress line at most this often
+  bool no_save = false;           // skip writing the fine-tuned model to output_dir
+};
+
+// Adds the flags to app, with run_glue's names and defaults.
+void add_glue_flags(CLI::App& app, GlueOptions& options);
+
+// Checks values CLI11 cannot (positive sizes, an existing model folder, an output folder that
+// may be written). Throws dtlab::Error naming the flag.
+void validate(const GlueOptions& options);
+
+}  // namespace dtlab::train

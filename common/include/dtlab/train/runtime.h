@@ -1,0 +1,30 @@
+// What this process computes with: the BLAS library actually loaded and the thread count, so
+// that a slow number on the screen is never a mystery.
+#pragma once
+
+#include <string>
+
+namespace dtlab::train {
+
+struct BlasInfo {
+  std::string name;     // "OpenBLAS 0.3.21 ... USE_OPENMP", "reference BLAS", "MKL", ...
+  std::string path;     // the shared object mapped into this process
+  bool slow = false;    // the reference (netlib) BLAS: many times slower on matrix products
+};
+
+// Reads /proc/self/maps for the BLAS that LibTorch's matrix products go to (Debian's LibTorch
+// calls libblas.so.3, which the alternatives system points at a provider).
+BlasInfo detect_blas();
+
+// Cores this process may run on (sched_getaffinity), at least 1.
+int available_cores();
+
+// Sets LibTorch's intra-op thread count, which OpenBLAS's OpenMP build follows. requested <= 0
+// means "the cores available to this rank": available_cores() / ranks_on_this_host, at least 1.
+// Returns the count set.
+int configure_threads(int requested, int ranks_on_this_host = 1);
+
+// One line: "BLAS OpenBLAS 0.3.21 (...) | threads 2 | LibTorch 1.13.0".
+std::string describe_runtime();
+
+}  // namespace dtlab::train

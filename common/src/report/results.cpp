@@ -1,0 +1,52 @@
+// results.json, see report/results.h.
+#include "dtlab/report/results.h"
+
+#include "dtlab/io/json_file.h"
+#include "dtlab/report/timing.h"
+
+namespace dtlab::report {
+
+Results::Results(std::string exercise, nlohmann::json config, nlohmann::json environment)
+    : exercise_(std::move(exercise)), config_(std::move(config)), environment_(std::move(environment)) {}
+
+nlohmann::json Results::to_json() const {
+  nlohmann::json iterations = nlohmann::json::array();
+  std::vector<double> seconds;
+  for (const IterationRecord& r : iterations_) {
+    iterations.push_back({{"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss},
+                          {"seconds", r.seconds}, {"lr", r.lr}, {"examples", r.examples},
+                          {"tokens", r.tokens}});
+    seconds.push_back(r.seconds);
+  }
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const EpochRecord& e : epochs_) {
+    nlohmann::json j = {{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"seconds", e.seconds}};
+    j["eval_accuracy"] = e.eval_accuracy ? nlohmann::json(*e.eval_accuracy) : nlohmann::json();
+    j["eval_loss"] = e.eval_loss ? nlohmann::json(*e.eval_loss) : nlohmann::json();
+    j["eval_examples"] = e.eval_examples;
+    epochs.push_back(j);
+  }
+  const TimingSummary t = summarize(seconds);
+  // Throughput over the same iterations as the mean time.
+  double examples = 0, tokens = 0;
+  for (size_t i = kDiscardedIterations; i < kDiscardedIterations + t.count; ++i) {
+    examples += double(iterations_[i].examples);
+    tokens += double(iterations_[i].tokens);
+  }
+  const double timed = t.mean * double(t.count);
+  nlohmann::json timing = {{"count", t.count},
+                           {"discarded", kDiscardedIterations},
+                           {"mean_seconds", t.mean},
+                           {"stdev_seconds", t.stdev},
+                           {"min_seconds", t.min},
+                           {"max_seconds", t.max},
+                           {"examples_per_second", timed > 0 ? examples / timed : 0.0},
+                           {"tokens_per_second", timed > 0 ? tokens / timed : 0.0}};
+  return {{"schema", "dtlab.results/1"}, {"exercise", exercise_}, {"config", config_},
+          {"environment", environment_}, {"iterations", iterations}, {"epochs", epochs},
+          {"timing", timing}};
+}
+
+void Results::save(const std::filesystem::path& path) const { io::write_json_file(path, to_json()); }
+
+}  // namespace dtlab::report

@@ -1,0 +1,66 @@
+// AdamW parameter groups and the linear warmup schedule of run_glue.py.
+#include "dtlab/train/optimizer.h"
+
+#include <algorithm>
+
+#include "dtlab/core/error.h"
+
+namespace dtlab::train {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
+                                                const OptimizerOptions& o) {
+  if (!(o.learning_rate > 0)) throw Error("--learning_rate must be positive");
+  if (o.weight_decay < 0) throw Error("--weight_decay must not be negative");
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    if (!item.value().requires_grad()) continue;
+    const bool exempt = ends_with(item.key(), "bias") || ends_with(item.key(), "LayerNorm.weight");
+    (exempt ? no_decay : decay).push_back(item.value());
+  }
+  auto options = [&](double weight_decay) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon).weight_decay(weight_decay));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, options(o.weight_decay));
+  groups.emplace_back(no_decay, options(0.0));
+  return std::make_unique<torch::optim::AdamW>(
+      groups, torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon));
+}
+
+LinearWarmupSchedule::LinearWarmupSchedule(torch::optim::Optimizer& optimizer,
+                                           int64_t warmup_steps, int64_t total_steps)
+    : optimizer_(optimizer), warmup_steps_(warmup_steps), total_steps_(total_steps) {
+  if (warmup_steps < 0) throw Error("--warmup_steps must not be negative");
+  for (auto& group : optimizer_.param_groups()) base_lrs_.push_back(group.options().get_lr());
+  apply();
+}
+
+double LinearWarmupSchedule::factor(int64_t step) const {
+  if (step < warmup_steps_) return double(step) / double(std::max<int64_t>(1, warmup_steps_));
+  return std::max(0.0, double(total_steps_ - step) /
+                           double(std::max<int64_t>(1, total_steps_ - warmup_steps_)));
+}
+
+void LinearWarmupSchedule::step() {
+  ++step_;
+  apply();
+}
+
+double LinearWarmupSchedule::last_lr() const {
+  return optimizer_.param_groups().front().options().get_lr();
+}
+
+void LinearWarmupSchedule::apply() {
+  auto& groups = optimizer_.param_groups();
+  for (size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(base_lrs_[i] * factor(step_));
+}
+
+}  // namespace dtlab::train
