@@ -108,7 +108,6 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
                 std::to_string(tokenizer.vocab_size()) + " tokens but config.json's vocab_size is " +
                 std::to_string(config.vocab_size));
   }
-  std::fputs(load_report.describe(model_dir.string()).c_str(), stdout);
 
   // Optimiser and schedule, as run_glue sets them up.
   const int64_t batch = o.per_gpu_train_batch_size;
@@ -139,11 +138,16 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
              count_parameters(*state.model) / 1e6);
   fmt::print("  data        {}: {} train, {} dev examples, max_seq_length {}\n", o.data_dir,
              train_set.size(), dev_set.size(), o.max_seq_length);
-  fmt::print("  training    batch {} x 1 rank, {} epochs, {} steps, AdamW lr {:g} wd {:g}, "
-             "warmup {}, clip {:g}, dropout {}\n",
-             batch, epochs, total_steps, o.learning_rate, o.weight_decay, o.warmup_steps,
-             o.max_grad_norm, o.dropout ? fmt::format("{:g}", *o.dropout) : "from config.json");
+  if (o.do_train) {
+    fmt::print("  training    batch {} x 1 rank, {} epochs, {} steps, AdamW lr {:g} wd {:g}, "
+               "warmup {}, clip {:g}, dropout {}\n",
+               batch, epochs, total_steps, o.learning_rate, o.weight_decay, o.warmup_steps,
+               o.max_grad_norm, o.dropout ? fmt::format("{:g}", *o.dropout) : "from config.json");
+  } else {
+    fmt::print("  training    off (evaluation only)\n");
+  }
   fmt::print("  runtime     {}\n", describe_runtime());
+  std::fputs(load_report.describe(model_dir.string()).c_str(), stdout);
   std::fflush(stdout);
 
   int64_t step = 0;

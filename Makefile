@@ -1,0 +1,72 @@
+# dtlab: the commands people type. CMake does the work (CMakePresets.json); this file only names
+# the common runs. `make help` lists them.
+
+BUILD    := build
+JOBS     ?= $(shell nproc)
+CMAKE_ARGS ?=
+FIXTURES ?= fixtures
+OUT      ?= out
+
+# Task 1 on the offline fixtures by default; point MODEL and DATA at bert-base-cased and the real
+# RTE folder for the real run (handouts/task1.md), with LR=2e-5 EPOCHS=3.
+MODEL  ?= $(FIXTURES)/bert-tiny
+DATA   ?= $(FIXTURES)/RTE
+LR     ?= 3e-4
+EPOCHS ?= 4
+BATCH  ?= 32
+SEQ    ?= 128
+SEED   ?= 42
+ARGS   ?=
+GLUE_FLAGS = --model_type bert --model_name_or_path $(MODEL) --task_name RTE --do_train --do_eval \
+  --data_dir $(DATA) --max_seq_length $(SEQ) --per_gpu_train_batch_size $(BATCH) \
+  --learning_rate $(LR) --num_train_epochs $(EPOCHS) --overwrite_output_dir --seed $(SEED)
+
+.PHONY: help setup configure build fixtures demo test task1 task1-solution test-task1 skeletons \
+        bench clean
+
+help:
+	@echo "make demo            build, make the fixtures, fine-tune with the reference task 1"
+	@echo "make test            build and run every test (ctest)"
+	@echo "make task1           build and run YOUR task 1 (tasks/task1) on the fixtures"
+	@echo "make task1-solution  the same with the reference solution"
+	@echo "make test-task1      the tests of task 1 only (ctest -L task1)"
+	@echo "make bench           time task 1's training step for tiny/mini/small/base BERT"
+	@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
+	@echo "variables: MODEL DATA LR EPOCHS BATCH SEQ SEED ARGS='--dropout 0' CMAKE_ARGS=..."
+
+setup:
+	./scripts/setup.sh
+
+$(BUILD)/build.ninja:
+	cmake --preset default $(CMAKE_ARGS)
+
+configure: $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+fixtures: build
+	$(BUILD)/tools/dtlab-fixtures --out $(FIXTURES)
+
+task1: fixtures
+	$(BUILD)/task1 $(GLUE_FLAGS) --output_dir $(OUT)/task1 $(ARGS)
+
+task1-solution: fixtures
+	$(BUILD)/task1-solution $(GLUE_FLAGS) --output_dir $(OUT)/task1-solution $(ARGS)
+
+demo: task1-solution
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-task1: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L task1
+
+skeletons: build
+	$(BUILD)/tools/dtlab-skeletons --solutions solutions --tasks tasks
+
+bench: configure
+	cmake --build $(BUILD) --target bench
+
+clean:
+	rm -rf $(BUILD)

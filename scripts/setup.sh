@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dtlab builds and runs with, when any is missing, and points the
+# system BLAS at OpenBLAS. Safe to run again: with everything in place it only checks.
+#
+# Why each package:
+#   g++ make cmake ninja-build pkg-config   the build
+#   libtorch-dev                            LibTorch 1.13 (C++ frontend, autograd, c10d with Gloo)
+#   libopenblas0-openmp                     fast matrix products for LibTorch (see below)
+#   libcli11-dev                            command-line flags
+#   nlohmann-json3-dev                      config.json, safetensors headers, results.json
+#   libfmt-dev                              formatted output
+#   libutf8proc-dev                         Unicode categories and normalisation for the tokenizer
+#   libgtest-dev                            the test suites
+#
+# Why OpenBLAS's OpenMP build: Debian's LibTorch calls the system libblas.so.3, which on a fresh
+# machine is the reference BLAS, many times slower on the matrix products that dominate a
+# transformer. LibTorch parallelises with OpenMP; OpenBLAS's OpenMP build shares that thread
+# pool and runs single-threaded inside LibTorch's parallel regions, where the pthreads build
+# would start a second pool that competes with OpenMP's threads for the same cores.
+set -euo pipefail
+
+packages=(g++ make cmake ninja-build pkg-config libtorch-dev libopenblas0-openmp libcli11-dev
+          nlohmann-json3-dev libfmt-dev libutf8proc-dev libgtest-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null; then
+    sudo "$@"
+  else
+    echo "setup: need root to run: $*" >&2
+    echo "setup: run this script as root, or install: ${missing[*]}" >&2
+    exit 1
+  fi
+}
+
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "setup: installing ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Select OpenBLAS (OpenMP) for libblas.so.3 and liblapack.so.3, whatever else is installed.
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+for lib in libblas.so.3 liblapack.so.3; do
+  want=/usr/lib/$arch/openblas-openmp/$lib
+  now=$(readlink -f "/usr/lib/$arch/$lib" || true)
+  if [[ -e "$want" && "$now" != "$(readlink -f "$want")" ]]; then
+    echo "setup: selecting $want for $lib"
+    as_root update-alternatives --quiet --set "$lib-$arch" "$want"
+  fi
+done
+echo "setup: all dtlab packages are installed; BLAS: $(readlink -f "/usr/lib/$arch/libblas.so.3")"
