@@ -58,6 +58,11 @@ function(dtlab_test name)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
-  gtest_discover_tests(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
-                       DISCOVERY_TIMEOUT 60)
+  gtest_discover_tests(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} DISCOVERY_TIMEOUT 60)
+  # Labels are set after discovery: passed through gtest_discover_tests, a list of labels is
+  # split into property name/value pairs and all but the first are lost.
+  file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake"
+    "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES
+               "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake")
 endfunction()
