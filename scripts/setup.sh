@@ -5,6 +5,7 @@
 # Why each package:
 #   g++ make cmake ninja-build pkg-config   the build
 #   libtorch-dev                            LibTorch 1.13 (C++ frontend, autograd, c10d with Gloo)
+#   libgloo-dev                             Gloo headers that c10d's ProcessGroupGloo.hpp includes
 #   libopenblas0-openmp                     fast matrix products for LibTorch (see below)
 #   libcli11-dev                            command-line flags
 #   nlohmann-json3-dev                      config.json, safetensors headers, results.json
@@ -20,7 +21,7 @@
 set -euo pipefail
 
 packages=(g++ make cmake ninja-build pkg-config libtorch-dev libopenblas0-openmp libcli11-dev
-          nlohmann-json3-dev libfmt-dev libutf8proc-dev libgtest-dev)
+          libgloo-dev nlohmann-json3-dev libfmt-dev libutf8proc-dev libgtest-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -4,6 +4,11 @@
 #include "dtlab/train/glue_run.h"
 
 int main(int argc, char** argv) {
-  return dtlab::train::glue_main(
-      argc, argv, {"task1", dtlab::task1::load_model, dtlab::task1::train_step, dtlab::task1::after_epoch});
+  dtlab::train::GlueExercise exercise;
+  exercise.name = "task1";
+  exercise.mode = dtlab::train::GlueMode::kSingle;
+  exercise.load_model = dtlab::task1::load_model;
+  exercise.train_step = dtlab::task1::train_step;
+  exercise.after_epoch = dtlab::task1::after_epoch;
+  return dtlab::train::glue_main(argc, argv, exercise);
 }

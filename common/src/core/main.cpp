@@ -15,6 +15,9 @@ int run_main(const char* program, const std::function<int()>& body) {
   } catch (const NotImplemented& e) {
     std::fprintf(stderr, "%s: TODO not done: %s\n", program, e.what());
     return kExitNotImplemented;
+  } catch (const DistError& e) {
+    std::fprintf(stderr, "%s: distributed error: %s\n", program, e.what());
+    return kExitDistributed;
   } catch (const Error& e) {
     std::fprintf(stderr, "%s: error: %s\n", program, e.what());
     return kExitUsage;

@@ -14,7 +14,7 @@ nlohmann::json Results::to_json() const {
   std::vector<double> seconds;
   for (const IterationRecord& r : iterations_) {
     iterations.push_back({{"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss},
-                          {"seconds", r.seconds}, {"lr", r.lr}, {"examples", r.examples},
+                          {"seconds", r.seconds}, {"comm_seconds", r.comm_seconds}, {"lr", r.lr}, {"examples", r.examples},
                           {"tokens", r.tokens}});
     seconds.push_back(r.seconds);
   }
@@ -28,10 +28,11 @@ nlohmann::json Results::to_json() const {
   }
   const TimingSummary t = summarize(seconds);
   // Throughput over the same iterations as the mean time.
-  double examples = 0, tokens = 0;
+  double examples = 0, tokens = 0, comm = 0;
   for (size_t i = kDiscardedIterations; i < kDiscardedIterations + t.count; ++i) {
     examples += double(iterations_[i].examples);
     tokens += double(iterations_[i].tokens);
+    comm += iterations_[i].comm_seconds;
   }
   const double timed = t.mean * double(t.count);
   nlohmann::json timing = {{"count", t.count},
@@ -40,11 +41,14 @@ nlohmann::json Results::to_json() const {
                            {"stdev_seconds", t.stdev},
                            {"min_seconds", t.min},
                            {"max_seconds", t.max},
+                           {"mean_comm_seconds", t.count ? comm / double(t.count) : 0.0},
                            {"examples_per_second", timed > 0 ? examples / timed : 0.0},
                            {"tokens_per_second", timed > 0 ? tokens / timed : 0.0}};
-  return {{"schema", "dtlab.results/1"}, {"exercise", exercise_}, {"config", config_},
-          {"environment", environment_}, {"iterations", iterations}, {"epochs", epochs},
-          {"timing", timing}};
+  nlohmann::json j = {{"schema", "dtlab.results/1"}, {"exercise", exercise_}, {"config", config_},
+                      {"environment", environment_}, {"iterations", iterations}, {"epochs", epochs},
+                      {"timing", timing}};
+  for (const auto& [key, value] : sections_.items()) j[key] = value;
+  return j;
 }
 
 void Results::save(const std::filesystem::path& path) const { io::write_json_file(path, to_json()); }

@@ -9,7 +9,7 @@
 
 namespace dtlab::train {
 
-void add_glue_flags(CLI::App& app, GlueOptions& o) {
+void add_glue_flags(CLI::App& app, GlueOptions& o, GlueMode mode) {
   app.add_option("--model_type", o.model_type, "Model type (bert)")->capture_default_str();
   app.add_option("--model_name_or_path", o.model_name_or_path,
                  "Hugging Face model folder: config.json, model.safetensors, vocab.txt")
@@ -49,6 +49,17 @@ void add_glue_flags(CLI::App& app, GlueOptions& o) {
   app.add_option("--progress_seconds", o.progress_seconds, "Seconds between progress lines")
       ->capture_default_str();
   app.add_flag("--no_save", o.no_save, "Do not write the fine-tuned model to output_dir");
+  if (mode == GlueMode::kSingle) return;
+  dist::add_launch_flags(app, o.launch);
+  app.add_option("--global_batch_size", o.global_batch_size,
+                 "Examples per step over all ranks; each rank takes global / world_size "
+                 "(default: --per_gpu_train_batch_size per rank)");
+  app.add_flag("--init_seed_per_rank", o.init_seed_per_rank,
+               "Testing aid: every rank draws different initial weights (seed + rank)");
+  if (mode == GlueMode::kDdp) {
+    app.add_option("--bucket_cap_mb", o.bucket_cap_mb, "DistributedDataParallel bucket cap in MB")
+        ->capture_default_str();
+  }
 }
 
 void validate(const GlueOptions& o) {
@@ -70,17 +81,14 @@ void validate(const GlueOptions& o) {
     throw Error("--dropout must be in [0, 1), got " + std::to_string(*o.dropout));
   }
   if (o.threads < 0) throw Error("--threads must not be negative");
+  if (o.global_batch_size) positive(*o.global_batch_size, "--global_batch_size");
+  if (!(o.bucket_cap_mb > 0)) throw Error("--bucket_cap_mb must be positive");
   if (!fs::is_directory(o.model_name_or_path)) {
     throw Error("--model_name_or_path " + o.model_name_or_path + " is not a folder: give a "
                 "Hugging Face BERT folder, or run dtlab-fixtures to make the offline one");
   }
   if (!fs::is_directory(o.data_dir)) {
     throw Error("--data_dir " + o.data_dir + " is not a folder: it must hold train.tsv and dev.tsv");
-  }
-  if (o.do_train && fs::is_directory(o.output_dir) && !fs::is_empty(o.output_dir) &&
-      !o.overwrite_output_dir) {
-    throw Error("--output_dir " + o.output_dir + " already exists and is not empty: use "
-                "--overwrite_output_dir to overwrite it");
   }
 }
 

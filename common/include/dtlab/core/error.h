@@ -21,12 +21,20 @@ class NotImplemented : public Error {
   explicit NotImplemented(const std::string& todo) : Error(todo) {}
 };
 
+// A distributed operation that did not complete: another rank stopped, the network failed, or a
+// rendezvous or collective timed out. The message names this rank and the operation.
+class DistError : public Error {
+ public:
+  explicit DistError(const std::string& message) : Error(message) {}
+};
+
 // Exit codes of every dtlab binary, so the grader can tell outcomes apart.
 enum ExitCode : int {
   kExitOk = 0,
   kExitInternal = 1,        // a bug or an unexpected library error
   kExitUsage = 2,           // a dtlab::Error: bad input, flag or file
   kExitNotImplemented = 3,  // a TODO is not done
+  kExitDistributed = 4,     // another rank failed, or a rendezvous or collective timed out
 };
 
 }  // namespace dtlab

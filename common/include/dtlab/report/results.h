@@ -4,7 +4,8 @@
 //
 // Schema "dtlab.results/1":
 //   {"schema", "exercise", "config": {...}, "environment": {...},
-//    "iterations": [{"step", "epoch", "loss", "seconds", "lr", "examples", "tokens"}],
+//    "iterations": [{"step", "epoch", "loss", "seconds", "comm_seconds", "lr", "examples",
+//                    "tokens"}],
 //    "epochs": [{"epoch", "train_loss", "eval_accuracy", "eval_loss", "eval_examples", "seconds"}],
 //    "timing": {"count", "discarded", "mean_seconds", "stdev_seconds", "min_seconds",
 //               "max_seconds", "examples_per_second", "tokens_per_second"}}
@@ -27,6 +28,7 @@ struct IterationRecord {
   double lr = 0;
   int64_t examples = 0;
   int64_t tokens = 0;  // non-padding tokens
+  double comm_seconds = 0;  // of `seconds`, waiting for gradient synchronisation
 };
 
 struct EpochRecord {
@@ -44,6 +46,8 @@ class Results {
   void add(const EpochRecord& r) { epochs_.push_back(r); }
   const std::vector<IterationRecord>& iterations() const { return iterations_; }
   const std::vector<EpochRecord>& epochs() const { return epochs_; }
+  // An extra top-level section, e.g. "communication".
+  void set_section(const std::string& key, nlohmann::json value) { sections_[key] = std::move(value); }
   nlohmann::json to_json() const;
   // Writes to_json() to path atomically; called after every epoch so a crash keeps what was done.
   void save(const std::filesystem::path& path) const;
@@ -53,6 +57,7 @@ class Results {
   nlohmann::json config_, environment_;
   std::vector<IterationRecord> iterations_;
   std::vector<EpochRecord> epochs_;
+  nlohmann::json sections_ = nlohmann::json::object();
 };
 
 }  // namespace dtlab::report

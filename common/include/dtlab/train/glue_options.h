@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "dtlab/dist/settings.h"
+
 namespace dtlab::train {
 
 struct GlueOptions {
@@ -33,10 +35,19 @@ struct GlueOptions {
   int log_first_steps = 5;        // print the loss of each of the first N minibatches
   double progress_seconds = 10;   // then a progress line at most this often
   bool no_save = false;           // skip writing the fine-tuned model to output_dir
+
+  // Distributed exercises only.
+  dist::LaunchFlags launch;
+  std::optional<int> global_batch_size;  // per-rank batch = global / world size
+  double bucket_cap_mb = 25;             // task 3: DDP bucket cap
+  bool init_seed_per_rank = false;       // testing aid: each rank draws different initial weights
 };
 
-// Adds the flags to app, with run_glue's names and defaults.
-void add_glue_flags(CLI::App& app, GlueOptions& options);
+enum class GlueMode { kSingle, kDistributed, kDdp };
+
+// Adds the flags to app, with run_glue's names and defaults; distributed modes add the launch
+// flags (--master_ip ...) and --global_batch_size, kDdp also --bucket_cap_mb.
+void add_glue_flags(CLI::App& app, GlueOptions& options, GlueMode mode = GlueMode::kSingle);
 
 // Checks values CLI11 cannot (positive sizes, an existing model folder, an output folder that
 // may be written). Throws dtlab::Error naming the flag.

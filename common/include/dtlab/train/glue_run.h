@@ -6,20 +6,34 @@
 #include <functional>
 #include <string>
 
+#include "dtlab/data/sampler.h"
+#include "dtlab/dist/ddp.h"
+#include "dtlab/dist/group.h"
 #include "dtlab/train/glue_options.h"
 #include "dtlab/train/train_state.h"
 
 namespace dtlab::train {
 
-// The functions an exercise provides (see tasks/task1.h for their contracts).
+// The functions an exercise provides (see tasks/T.h for their contracts). kSingle exercises
+// (task1) give load_model, train_step and after_epoch; distributed ones give setup and
+// make_sampler, and sync_gradients (kDistributed) or wrap_model (kDdp); the kit provides the
+// rest.
 struct GlueExercise {
   std::string name;  // "task1", printed and written to results.json
+  GlueMode mode = GlueMode::kSingle;
   std::function<model::BertForSequenceClassification(const std::filesystem::path&,
                                                      const model::BertOverrides&,
                                                      model::LoadReport*)>
       load_model;
   std::function<float(TrainState&, const data::Batch&)> train_step;
   std::function<EvalResult(TrainState&, int)> after_epoch;
+
+  std::function<std::unique_ptr<dist::Group>(const dist::Settings&)> setup;
+  std::function<data::SamplerOptions(int64_t, const dist::Group&, uint64_t)> make_sampler;
+  std::function<void(torch::nn::Module&, dist::Group&)> sync_gradients;
+  std::function<std::unique_ptr<dist::DistributedDataParallel>(
+      std::shared_ptr<torch::nn::Module>, dist::Group&, const dist::DdpOptions&)>
+      wrap_model;
 };
 
 // Runs run_glue.py's fine-tuning: tokenizer and data from the flags, the exercise's model,

@@ -1,0 +1,44 @@
+// Network interfaces as a distributed run sees them: which interface carries the traffic to the
+// master, and how many bytes have crossed it. Lets a benchmark report what went over the wire
+// (bytes sent per step, achieved bandwidth) next to what the algorithm says should have.
+// Linux only; needs no privileges.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dtlab::dist {
+
+// Cumulative counters of one interface since it came up, as the kernel keeps them.
+// On loopback ("lo") every byte sent is also received on the same interface, so a byte crossing
+// a local connection is counted once in tx_bytes and once in rx_bytes; on a real NIC (or a veth
+// of a network namespace) tx_bytes is what left this host and rx_bytes what arrived.
+// Byte counts include the link, IP and TCP/UDP headers, so they are at least the payload sent.
+struct InterfaceCounters {
+  uint64_t rx_bytes = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t rx_packets = 0;
+  uint64_t tx_packets = 0;
+};
+
+// Reads /sys/class/net/<interface>/statistics/{rx_bytes,tx_bytes,rx_packets,tx_packets}.
+// The counters are those of the calling process's network namespace.
+// Throws dtlab::Error naming the interface and the file when a file is missing or unreadable;
+// the message lists the interfaces that do exist (e.g. "... (interfaces here: eth0, lo)").
+InterfaceCounters read_counters(const std::string& interface);
+
+// The name of the local interface that holds the IPv4 address `ipv4` (dotted quad, e.g.
+// "127.0.0.1" -> "lo"), looked up with getifaddrs. Throws dtlab::Error when `ipv4` is not a
+// valid dotted-quad address or when no local interface holds it (the message lists the local
+// IPv4 addresses).
+std::string interface_for_address(const std::string& ipv4);
+
+// The local IPv4 address (dotted quad) the kernel would use as source address to reach
+// host:port, found by connecting a UDP socket and reading its name back (getsockname): this
+// consults the routing table but sends no packet. `host` is a dotted quad or a host name,
+// resolved with getaddrinfo to its first IPv4 address. Throws dtlab::Error with a one-line
+// message when the host cannot be resolved ("cannot resolve master NAME: ...") or there is no
+// route to it ("cannot reach master 10.1.2.3: Network is unreachable").
+std::string local_address_towards(const std::string& host, int port);
+
+}  // namespace dtlab::dist

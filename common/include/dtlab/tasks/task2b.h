@@ -1,0 +1,41 @@
+// Task 2b: data-parallel fine-tuning with gradients synchronised by all_reduce.
+//
+// The contract between the kit and the student: tasks/task2b/ implements these functions,
+// solutions/task2b/ is the reference. The driver (common/drivers/task2b_main.cpp) runs, on
+// every rank:
+//
+//   group = setup(settings);                         // once
+//   model = from_pretrained(...)                     // the same seed on every rank
+//   every epoch: indices = shard_indices(make_sampler(N, *group, seed), epoch)
+//     every minibatch of global_batch / world examples:
+//       forward, loss, backward
+//       sync_gradients(*model, *group);              // gradients now equal on every rank
+//       clip, optimizer step, schedule step, zero gradients
+//
+// handouts/task2b.md explains each TODO.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <memory>
+
+#include "dtlab/data/sampler.h"
+#include "dtlab/dist/group.h"
+#include "dtlab/dist/settings.h"
+
+namespace dtlab::task2b {
+
+// Joins the run described by settings (rank, world size, master, backend, timeout) and returns
+// its process group: dist::init_process_group does the rendezvous.
+std::unique_ptr<dist::Group> setup(const dist::Settings& settings);
+
+// Which examples this rank reads: a DistributedSampler over dataset_size examples for this
+// rank of group, shuffled from seed (see data/sampler.h).
+data::SamplerOptions make_sampler(int64_t dataset_size, const dist::Group& group, uint64_t seed);
+
+// Called after backward on every rank: replaces every parameter's gradient with the average of
+// that gradient over all ranks, with one all_reduce (SUM) per gradient followed by a division
+// by the world size. Parameters without a gradient are skipped (on every rank alike).
+void sync_gradients(torch::nn::Module& model, dist::Group& group);
+
+}  // namespace dtlab::task2b

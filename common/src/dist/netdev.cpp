@@ -1,0 +1,143 @@
+#include "dtlab/dist/netdev.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "dtlab/core/error.h"
+
+namespace dtlab::dist {
+namespace {
+
+const char* const kSysClassNet = "/sys/class/net";
+
+// "eth0, lo", or "none" when /sys/class/net cannot be listed.
+std::string existing_interfaces() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(kSysClassNet, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (names.empty()) return "none";
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+uint64_t read_counter(const std::string& interface, const char* name) {
+  const std::string path = std::string(kSysClassNet) + "/" + interface + "/statistics/" + name;
+  std::ifstream in(path);
+  unsigned long long value = 0;
+  if (!in || !(in >> value)) {
+    throw Error("cannot read counter " + path + " of network interface '" + interface +
+                "' (interfaces here: " + existing_interfaces() + ")");
+  }
+  return static_cast<uint64_t>(value);
+}
+
+// Closes a socket descriptor on scope exit.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+InterfaceCounters read_counters(const std::string& interface) {
+  if (interface.empty() || interface.find('/') != std::string::npos || interface == "." ||
+      interface == "..") {
+    throw Error("invalid network interface name '" + interface +
+                "' (interfaces here: " + existing_interfaces() + ")");
+  }
+  InterfaceCounters c;
+  c.rx_bytes = read_counter(interface, "rx_bytes");
+  c.tx_bytes = read_counter(interface, "tx_bytes");
+  c.rx_packets = read_counter(interface, "rx_packets");
+  c.tx_packets = read_counter(interface, "tx_packets");
+  return c;
+}
+
+std::string interface_for_address(const std::string& ipv4) {
+  in_addr wanted{};
+  if (::inet_pton(AF_INET, ipv4.c_str(), &wanted) != 1) {
+    throw Error("'" + ipv4 + "' is not an IPv4 address (expected a dotted quad like 10.0.0.1)");
+  }
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) {
+    throw Error(std::string("cannot list network interfaces: ") + std::strerror(errno));
+  }
+  std::string found;
+  std::string local;  // the local IPv4 addresses, for the error message
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    const in_addr have = reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr;
+    if (have.s_addr == wanted.s_addr) {
+      found = a->ifa_name;
+      break;
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &have, text, sizeof text);
+    local += (local.empty() ? "" : ", ") + std::string(text) + " on " + a->ifa_name;
+  }
+  ::freeifaddrs(list);
+  if (found.empty()) {
+    throw Error("no local network interface has address " + ipv4 +
+                " (local IPv4 addresses: " + (local.empty() ? "none" : local) + ")");
+  }
+  return found;
+}
+
+std::string local_address_towards(const std::string& host, int port) {
+  if (port < 0 || port > 65535) {
+    throw Error("invalid port " + std::to_string(port) + " for master " + host);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* resolved = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &resolved);
+  if (rc != 0 || resolved == nullptr) {
+    const std::string why = rc == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(rc);
+    throw Error("cannot resolve master " + host + ": " + why);
+  }
+  sockaddr_in target{};
+  std::memcpy(&target, resolved->ai_addr, sizeof target);
+  ::freeaddrinfo(resolved);
+  char target_text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &target.sin_addr, target_text, sizeof target_text);
+  const std::string shown =
+      host == target_text ? host : host + " (" + std::string(target_text) + ")";
+
+  FdCloser sock{::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
+  if (sock.fd < 0) {
+    throw Error("cannot reach master " + shown + ": socket: " + std::strerror(errno));
+  }
+  // connect() on a UDP socket only picks a route and a source address; nothing is sent.
+  if (::connect(sock.fd, reinterpret_cast<const sockaddr*>(&target), sizeof target) != 0) {
+    throw Error("cannot reach master " + shown + ": " + std::strerror(errno));
+  }
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  if (::getsockname(sock.fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
+    throw Error("cannot reach master " + shown + ": getsockname: " + std::strerror(errno));
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
+  return text;
+}
+
+}  // namespace dtlab::dist
