@@ -3,7 +3,6 @@
 #include "dtlab/train/glue_run.h"
 
 #include <CLI/CLI.hpp>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
 #include <torch/version.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "dtlab/report/timing.h"
 #include "dtlab/tokenizer/bert_tokenizer.h"
 #include "dtlab/train/runtime.h"
+#include "dtlab/train/step.h"
 
 namespace fs = std::filesystem;
 
@@ -215,24 +215,18 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
 
   // One step of a distributed exercise: the kit's step with the exercise's synchronisation.
   double comm_seconds = 0;
-  auto distributed_step = [&](const data::Batch& b) {
-    state.model->train();
-    const model::ClassifierOutput out =
-        state.model->forward(b.input_ids, b.attention_mask, b.token_type_ids, b.labels);
-    out.loss.backward();  // with DDP, the buckets are reduced during this call
-    if (ex.sync_gradients) {
-      report::Stopwatch sync;
+  std::function<void()> sync;
+  if (ex.sync_gradients) {
+    sync = [&] {
+      report::Stopwatch watch;
       ex.sync_gradients(*state.model, *group);
-      comm_seconds = sync.seconds();
-    } else if (ddp) {
-      comm_seconds = ddp->last_wait_seconds();
-    }
-    // Clipping after synchronisation: every rank clips the same averaged gradient.
-    if (state.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(state.model->parameters(), state.max_grad_norm);
-    state.optimizer->step();
-    state.scheduler->step();
-    state.model->zero_grad();
-    return out.loss.item<float>();
+      comm_seconds = watch.seconds();
+    };
+  }
+  auto distributed_step = [&](const data::Batch& b) {
+    const float loss = data_parallel_step(state, b, sync);
+    if (ddp) comm_seconds = ddp->last_wait_seconds();  // the part that did not overlap backward
+    return loss;
   };
 
   const BlasInfo blas = detect_blas();

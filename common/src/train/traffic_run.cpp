@@ -1,0 +1,180 @@
+// Task 4's driver, see train/traffic_run.h.
+#include "dtlab/train/traffic_run.h"
+
+#include <CLI/CLI.hpp>
+#include <torch/utils.h>
+
+#include <cmath>
+
+#include "dtlab/core/error.h"
+#include "dtlab/core/main.h"
+#include "dtlab/data/sampler.h"
+#include "dtlab/dist/ddp.h"
+#include "dtlab/dist/netdev.h"
+#include "dtlab/io/json_file.h"
+#include "dtlab/report/timing.h"
+#include "dtlab/tokenizer/bert_tokenizer.h"
+#include "dtlab/train/glue_options.h"
+#include "dtlab/train/runtime.h"
+#include "dtlab/train/step.h"
+
+namespace fs = std::filesystem;
+
+namespace dtlab::train {
+namespace {
+
+struct Measurement {
+  int global_batch = 0;
+  int64_t iterations = 0;
+  std::vector<dist::CommRecord> one_iteration;  // the gradient all_reduces of one iteration
+  double expected_per_rank = 0, expected_host = 0;
+  uint64_t measured_tx = 0, measured_rx = 0;
+  double seconds_per_iteration = 0;
+};
+
+nlohmann::json to_json(const Measurement& m) {
+  nlohmann::json records = nlohmann::json::array();
+  for (const auto& r : m.one_iteration) {
+    records.push_back({{"shape", r.shape}, {"dtype", r.dtype}, {"bytes", r.bytes}, {"tag", r.tag}});
+  }
+  return {{"global_batch_size", m.global_batch},
+          {"iterations", m.iterations},
+          {"all_reduces_per_iteration", records},
+          {"expected_bytes_per_rank", m.expected_per_rank},
+          {"expected_bytes_this_host", m.expected_host},
+          {"measured_tx_bytes", m.measured_tx},
+          {"measured_rx_bytes", m.measured_rx},
+          {"ratio_measured_to_expected", m.expected_host > 0 ? double(m.measured_tx) / m.expected_host : 0.0},
+          {"seconds_per_iteration", m.seconds_per_iteration}};
+}
+
+}  // namespace
+
+int traffic_main(int argc, char** argv, const std::string& name, const TrafficModel& traffic) {
+  return run_main(name.c_str(), [&]() -> int {
+    GlueOptions o;
+    std::vector<int> batch_sizes = {64, 32, 16};
+    CLI::App app{"dtlab " + name + ": network traffic of data-parallel training, expected vs measured"};
+    add_glue_flags(app, o, GlueMode::kDdp);
+    app.add_option("--batch_sizes", batch_sizes, "Global batch sizes to measure")->delimiter(',')
+        ->capture_default_str();
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    }
+    o.do_train = true;
+    validate(o);
+    const dist::Settings settings = dist::resolve_settings(o.launch, dist::launcher_environment());
+    std::unique_ptr<dist::Group> group = dist::init_process_group(settings);
+    const int world = group->size(), rank = group->rank();
+    const bool lead = rank == 0;
+    configure_threads(o.threads, group->local_world_size());
+
+    // The interface this rank's traffic leaves by: the one holding the address that reaches the
+    // master (loopback when every rank is on this host).
+    const std::string interface = o.launch.interface
+        ? *o.launch.interface
+        : dist::interface_for_address(world == 1 ? "127.0.0.1"
+                                                 : dist::local_address_towards(settings.master_addr, settings.master_port));
+    // On one interface, the bytes of every rank of this host add up.
+    const int ranks_here = group->local_world_size();
+
+    const fs::path model_dir = o.model_name_or_path;
+    const tokenizer::BertTokenizer tokenizer = tokenizer::BertTokenizer::from_pretrained(model_dir);
+    const data::Features train_set = data::convert_examples_to_features(
+        data::read_rte_examples(fs::path(o.data_dir) / "train.tsv", "train"), tokenizer, o.max_seq_length);
+
+    if (lead) {
+      fmt::print("dtlab {}: {} ranks ({} on this host), interface {}, model {}, max_seq_length {}\n",
+                 name, world, ranks_here, interface, o.model_name_or_path, o.max_seq_length);
+      fmt::print("  runtime     {}\n", describe_runtime());
+    }
+    std::vector<Measurement> measurements;
+    for (int global : batch_sizes) {
+      if (global <= 0 || global % world != 0) {
+        throw Error("--batch_sizes: " + std::to_string(global) + " is not a positive multiple of the world size " +
+                    std::to_string(world));
+      }
+      const int64_t batch = global / world;
+      torch::manual_seed(o.seed);
+      model::BertOverrides overrides;
+      if (o.dropout) overrides = model::BertOverrides::dropout(*o.dropout);
+      TrainState state;
+      state.model = model::from_pretrained(model_dir, overrides);
+      dist::DdpOptions ddp_options;
+      ddp_options.bucket_cap_bytes = static_cast<int64_t>(o.bucket_cap_mb * 1024 * 1024);
+      dist::DistributedDataParallel ddp(state.model.ptr(), *group, ddp_options);
+      const data::SamplerOptions sampler{train_set.size(), world, rank, /*shuffle=*/true, o.seed};
+      const auto batches = data::minibatches(data::shard_indices(sampler, 0), batch);
+      const int64_t iterations = o.max_steps > 0 ? std::min<int64_t>(o.max_steps, batches.size())
+                                                 : static_cast<int64_t>(batches.size());
+      state.max_grad_norm = o.max_grad_norm;
+      state.optimizer = make_adamw(*state.model, {o.learning_rate, o.weight_decay, o.adam_epsilon});
+      state.scheduler = std::make_unique<LinearWarmupSchedule>(*state.optimizer, o.warmup_steps, iterations);
+
+      group->barrier("task4 start");
+      group->log().clear();
+      const dist::InterfaceCounters before = dist::read_counters(interface);
+      report::Stopwatch watch;
+      for (int64_t i = 0; i < iterations; ++i) {
+        data_parallel_step(state, data::make_batch(train_set, batches[i]), nullptr);
+      }
+      const double seconds = watch.seconds();
+      const dist::InterfaceCounters after = dist::read_counters(interface);
+      group->barrier("task4 end");
+
+      Measurement m;
+      m.global_batch = global;
+      m.iterations = iterations;
+      // Every iteration reduces the same buckets: the first iteration's records describe all.
+      for (const auto& r : group->log().records()) {
+        if (r.op == "all_reduce" && r.tag.rfind("ddp bucket", 0) == 0 &&
+            m.one_iteration.size() < ddp.buckets().size()) {
+          m.one_iteration.push_back(r);
+        }
+      }
+      m.expected_per_rank = traffic.expected_epoch_bytes_per_rank(m.one_iteration, iterations, world);
+      m.expected_host = m.expected_per_rank * ranks_here;
+      m.measured_tx = after.tx_bytes - before.tx_bytes;
+      m.measured_rx = after.rx_bytes - before.rx_bytes;
+      m.seconds_per_iteration = seconds / double(iterations);
+      measurements.push_back(m);
+      if (lead) {
+        int64_t bytes = 0;
+        for (const auto& r : m.one_iteration) bytes += r.bytes;
+        fmt::print("batch={} iterations={} all_reduces_per_iteration={} bytes_per_iteration={} "
+                   "expected_tx={:.0f} measured_tx={} ratio={:.3f} seconds_per_iteration={:.3f}\n",
+                   global, iterations, m.one_iteration.size(), bytes, m.expected_host, m.measured_tx,
+                   m.expected_host > 0 ? double(m.measured_tx) / m.expected_host : 0.0,
+                   m.seconds_per_iteration);
+        std::fflush(stdout);
+      }
+    }
+    if (lead) {
+      fmt::print("\n{:>6} {:>10} {:>16} {:>16} {:>8} {:>10}\n", "batch", "iterations", "expected bytes",
+                 "measured bytes", "ratio", "s/iter");
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& m : measurements) {
+        fmt::print("{:>6} {:>10} {:>16.0f} {:>16} {:>8.3f} {:>10.3f}\n", m.global_batch, m.iterations,
+                   m.expected_host, m.measured_tx, m.expected_host > 0 ? double(m.measured_tx) / m.expected_host : 0.0,
+                   m.seconds_per_iteration);
+        rows.push_back(to_json(m));
+      }
+      fmt::print("expected: iterations x sum over all_reduces of 2 (n-1)/n x bytes, x {} rank(s) on "
+                 "interface {}; measured: its tx byte counter (headers included)\n", ranks_here, interface);
+      const nlohmann::json results = {
+          {"schema", "dtlab.results/1"}, {"exercise", name},
+          {"environment", {{"world_size", world}, {"interface", interface}, {"ranks_on_this_host", ranks_here},
+                           {"backend", group->backend()}, {"launcher", settings.source}}},
+          {"config", {{"model_name_or_path", o.model_name_or_path}, {"max_seq_length", o.max_seq_length},
+                      {"bucket_cap_mb", o.bucket_cap_mb}, {"seed", o.seed}, {"max_steps", o.max_steps}}},
+          {"traffic", rows}};
+      io::write_json_file(fs::path(o.output_dir) / "results.json", results);
+      fmt::print("results: {}\n", (fs::path(o.output_dir) / "results.json").string());
+    }
+    return kExitOk;
+  });
+}
+
+}  // namespace dtlab::train

@@ -1,0 +1,296 @@
+// dist::Group's collectives over Gloo, with the ranks as threads of this process (see
+// dist_test_util.h): the results in closed form, the argument checks, and the CommLog records
+// that task 4 reads.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "dist_test_util.h"
+#include "dtlab/core/error.h"
+#include "dtlab/dist/group.h"
+#include "test_util.h"
+
+using dtlab::dist::Group;
+using dtlab::dist::ReduceOp;
+using dtlab::test::run_ranks;
+
+namespace {
+
+const int kWorlds[] = {1, 2, 4};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// all_reduce
+
+TEST(AllReduce, SumOfRanksIsTriangularNumberOnEveryRank) {
+  for (int world : kWorlds) {
+    run_ranks(world, [&](Group& g) {
+      torch::Tensor t = torch::full({3, 2}, static_cast<float>(g.rank()));
+      g.all_reduce(t, ReduceOp::SUM);
+      const float expected = world * (world - 1) / 2.0f;  // 0 + 1 + ... + (world - 1)
+      EXPECT_TRUE(torch::equal(t, torch::full({3, 2}, expected))) << "world " << world << ": " << t;
+    });
+  }
+}
+
+TEST(AllReduce, AvgByDivisionIsSumOverWorld) {
+  for (int world : kWorlds) {
+    run_ranks(world, [&](Group& g) {
+      torch::Tensor t = torch::full({5}, static_cast<float>(g.rank()));
+      g.all_reduce(t, ReduceOp::AVG_BY_DIVISION);
+      const float expected = (world - 1) / 2.0f;  // mean of 0..world-1, exact in float
+      EXPECT_TRUE(torch::equal(t, torch::full({5}, expected))) << "world " << world << ": " << t;
+    });
+  }
+}
+
+TEST(AllReduce, MaxAndMin) {
+  run_ranks(4, [&](Group& g) {
+    torch::Tensor hi = torch::tensor({static_cast<float>(g.rank()), -static_cast<float>(g.rank())});
+    torch::Tensor lo = hi.clone();
+    g.all_reduce(hi, ReduceOp::MAX);
+    g.all_reduce(lo, ReduceOp::MIN);
+    EXPECT_TRUE(torch::equal(hi, torch::tensor({3.0f, 0.0f}))) << hi;
+    EXPECT_TRUE(torch::equal(lo, torch::tensor({0.0f, -3.0f}))) << lo;
+  });
+}
+
+TEST(AllReduce, AsyncCompletesOnWait) {
+  run_ranks(2, [&](Group& g) {
+    torch::Tensor a = torch::full({4}, 1.0f + g.rank());
+    torch::Tensor b = torch::full({2}, 10.0f * (g.rank() + 1));
+    dtlab::dist::PendingWork wa = g.all_reduce_async(a, "a");
+    dtlab::dist::PendingWork wb = g.all_reduce_async(b, "b");
+    EXPECT_TRUE(wa.valid());
+    wb.wait();
+    wa.wait();
+    EXPECT_TRUE(torch::equal(a, torch::full({4}, 3.0f)));
+    EXPECT_TRUE(torch::equal(b, torch::full({2}, 30.0f)));
+    EXPECT_THROW(wa.wait(), dtlab::Error);  // a work item completes once
+  });
+}
+
+TEST(AllReduce, NonContiguousTensorIsAnError) {
+  run_ranks(1, [&](Group& g) {
+    torch::Tensor t = torch::zeros({3, 4}).t();
+    EXPECT_THROW_WITH(g.all_reduce(t), dtlab::Error, "contiguous");
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// gather, scatter, broadcast
+
+TEST(Gather, ToRankZeroInRankOrder) {
+  for (int world : kWorlds) {
+    run_ranks(world, [&](Group& g) {
+      const torch::Tensor mine = torch::full({2, 3}, 100.0f + g.rank());
+      std::vector<torch::Tensor> list;
+      g.gather(mine, g.rank() == 0 ? &list : nullptr, /*dst=*/0);
+      if (g.rank() == 0) {
+        ASSERT_EQ(static_cast<int>(list.size()), world);
+        for (int r = 0; r < world; ++r) {
+          EXPECT_TRUE(torch::equal(list[r], torch::full({2, 3}, 100.0f + r))) << "from rank " << r;
+        }
+      }
+    });
+  }
+}
+
+TEST(Gather, ToAnotherDestination) {
+  run_ranks(4, [&](Group& g) {
+    const torch::Tensor mine = torch::tensor({static_cast<float>(g.rank())});
+    std::vector<torch::Tensor> list;
+    g.gather(mine, g.rank() == 3 ? &list : nullptr, /*dst=*/3);
+    if (g.rank() == 3) {
+      ASSERT_EQ(list.size(), 4u);
+      for (int r = 0; r < 4; ++r) EXPECT_EQ(list[r].item<float>(), r);
+    }
+  });
+}
+
+TEST(Scatter, EveryRankReceivesItsOwn) {
+  for (int world : kWorlds) {
+    run_ranks(world, [&](Group& g) {
+      std::vector<torch::Tensor> list;
+      if (g.rank() == 0) {
+        for (int r = 0; r < world; ++r) list.push_back(torch::arange(6, torch::kFloat32).view({2, 3}) + 10 * r);
+      }
+      torch::Tensor mine = torch::zeros({2, 3});
+      g.scatter(mine, g.rank() == 0 ? &list : nullptr, /*src=*/0);
+      const torch::Tensor expected = torch::arange(6, torch::kFloat32).view({2, 3}) + 10 * g.rank();
+      EXPECT_TRUE(torch::equal(mine, expected)) << mine;
+    });
+  }
+}
+
+TEST(Scatter, GatherThenScatterRoundTrip) {
+  // What task 2a does: gather to rank 0, compute there, scatter back.
+  run_ranks(4, [&](Group& g) {
+    torch::Tensor t = torch::full({3}, static_cast<float>(g.rank() + 1));
+    std::vector<torch::Tensor> gathered;
+    g.gather(t, g.rank() == 0 ? &gathered : nullptr, 0);
+    std::vector<torch::Tensor> back;
+    if (g.rank() == 0) {
+      const torch::Tensor mean = torch::stack(gathered).sum(0).div_(4);
+      back.assign(4, mean);
+    }
+    g.scatter(t, g.rank() == 0 ? &back : nullptr, 0);
+    EXPECT_TRUE(torch::equal(t, torch::full({3}, 2.5f))) << t;  // (1 + 2 + 3 + 4) / 4
+  });
+}
+
+TEST(Broadcast, FromRankTwo) {
+  run_ranks(4, [&](Group& g) {
+    const torch::Tensor source = torch::arange(8, torch::kFloat32).mul_(0.5);
+    torch::Tensor t = g.rank() == 2 ? source.clone() : torch::full({8}, -1.0f);
+    g.broadcast(t, /*src=*/2);
+    EXPECT_TRUE(torch::equal(t, source)) << t;
+  });
+}
+
+TEST(Barrier, CompletesOnEveryRank) {
+  for (int world : kWorlds) {
+    run_ranks(world, [&](Group& g) { g.barrier("test"); });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks: each throws on its rank before any communication, so no rank waits.
+
+TEST(Gather, GatherListOnNonDestinationIsAnError) {
+  run_ranks(2, [&](Group& g) {
+    const torch::Tensor t = torch::zeros({2});
+    std::vector<torch::Tensor> list;
+    if (g.rank() == 1) {
+      EXPECT_THROW_WITH(g.gather(t, &list, /*dst=*/0), dtlab::Error, "gather_list");
+    } else {
+      // And its mirror image: no list on the destination.
+      EXPECT_THROW_WITH(g.gather(t, nullptr, /*dst=*/0), dtlab::Error, "gather_list");
+    }
+  });
+}
+
+TEST(Gather, DestinationOutOfRangeIsAnError) {
+  run_ranks(1, [&](Group& g) {
+    std::vector<torch::Tensor> list;
+    EXPECT_THROW_WITH(g.gather(torch::zeros({1}), &list, /*dst=*/1), dtlab::Error, "destination rank 1");
+  });
+}
+
+TEST(Scatter, ScatterListOnNonSourceIsAnError) {
+  run_ranks(2, [&](Group& g) {
+    torch::Tensor t = torch::zeros({2});
+    std::vector<torch::Tensor> list{torch::zeros({2}), torch::zeros({2})};
+    if (g.rank() == 1) {
+      EXPECT_THROW_WITH(g.scatter(t, &list, /*src=*/0), dtlab::Error, "scatter_list");
+    } else {
+      EXPECT_THROW_WITH(g.scatter(t, nullptr, /*src=*/0), dtlab::Error, "scatter_list");
+    }
+  });
+}
+
+TEST(Scatter, ScatterListOfWrongLengthIsAnError) {
+  run_ranks(1, [&](Group& g) {
+    torch::Tensor t = torch::zeros({2});
+    std::vector<torch::Tensor> list{torch::zeros({2}), torch::zeros({2})};
+    EXPECT_THROW_WITH(g.scatter(t, &list, /*src=*/0), dtlab::Error, "one per rank (1)");
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// CommLog
+
+TEST(CommLog, RecordsOpShapeDtypeBytesAndTag) {
+  run_ranks(2, [&](Group& g) {
+    torch::Tensor grads = torch::ones({4, 5});
+    g.all_reduce(grads, ReduceOp::SUM, "gradients");
+    torch::Tensor loss = torch::ones({1});
+    g.all_reduce(loss, ReduceOp::AVG_BY_DIVISION, "loss");
+    torch::Tensor b = torch::zeros({7});
+    g.broadcast(b, 0, "weights");
+    std::vector<torch::Tensor> list;
+    g.gather(torch::zeros({3, 2}), g.rank() == 0 ? &list : nullptr, 0, "gradients 2");
+    torch::Tensor s = torch::zeros({3, 2});
+    g.scatter(s, g.rank() == 0 ? &list : nullptr, 0, "gradients 2");
+    g.barrier("end");
+
+    const std::vector<dtlab::dist::CommRecord> records = g.log().records();
+    ASSERT_EQ(records.size(), 6u);
+    struct Expected {
+      const char* op;
+      std::vector<int64_t> shape;
+      int64_t bytes;
+      const char* tag;
+    };
+    const Expected expected[] = {
+        {"all_reduce", {4, 5}, 20 * 4, "gradients"},  // numel * sizeof(float)
+        {"all_reduce", {1}, 1 * 4, "loss"},
+        {"broadcast", {7}, 7 * 4, "weights"},
+        {"gather", {3, 2}, 6 * 4, "gradients 2"},
+        {"scatter", {3, 2}, 6 * 4, "gradients 2"},
+        {"barrier", {}, 0, "end"},
+    };
+    for (size_t k = 0; k < records.size(); ++k) {
+      SCOPED_TRACE("record " + std::to_string(k));
+      EXPECT_EQ(records[k].op, expected[k].op);
+      EXPECT_EQ(records[k].shape, expected[k].shape);
+      EXPECT_EQ(records[k].bytes, expected[k].bytes);
+      EXPECT_EQ(records[k].tag, expected[k].tag);
+      EXPECT_GE(records[k].seconds, 0.0);
+      if (records[k].op != "barrier") {
+        EXPECT_EQ(records[k].dtype, "float32");  // group.h: "float32", ...
+      }
+    }
+
+    // Totals by op and tag prefix.
+    EXPECT_EQ(g.log().bytes("all_reduce"), 21 * 4);
+    EXPECT_EQ(g.log().bytes("", "gradients"), (20 + 6 + 6) * 4);
+    EXPECT_EQ(g.log().bytes("gather", "gradients"), 6 * 4);
+    EXPECT_EQ(g.log().bytes(), (20 + 1 + 7 + 6 + 6) * 4);
+    EXPECT_GE(g.log().seconds("all_reduce"), 0.0);
+    g.log().clear();
+    EXPECT_TRUE(g.log().records().empty());
+    EXPECT_EQ(g.log().bytes(), 0);
+  });
+}
+
+TEST(CommLog, DtypeAndBytesOfOtherTypes) {
+  run_ranks(1, [&](Group& g) {
+    torch::Tensor d = torch::zeros({3}, torch::kFloat64);
+    g.all_reduce(d);
+    torch::Tensor i = torch::zeros({5}, torch::kInt64);
+    g.broadcast(i, 0);
+    const auto records = g.log().records();
+    ASSERT_EQ(records.size(), 2u);
+    EXPECT_EQ(records[0].dtype, "float64");
+    EXPECT_EQ(records[0].bytes, 3 * 8);
+    EXPECT_EQ(records[1].dtype, "int64");
+    EXPECT_EQ(records[1].bytes, 5 * 8);
+  });
+}
+
+TEST(CommLog, AsyncAllReduceIsRecordedWhenWaited) {
+  run_ranks(2, [&](Group& g) {
+    torch::Tensor t = torch::ones({10});
+    dtlab::dist::PendingWork w = g.all_reduce_async(t, "ddp bucket 0");
+    w.wait();
+    const auto records = g.log().records();
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_EQ(records[0].op, "all_reduce");
+    EXPECT_EQ(records[0].bytes, 40);
+    EXPECT_EQ(records[0].tag, "ddp bucket 0");
+  });
+}
+
+TEST(RunRanks, ReportsTheRankThatFailed) {
+  // The harness itself: a failure on one rank surfaces in the test's thread, naming the rank.
+  try {
+    run_ranks(2, [&](Group& g) {
+      if (g.rank() == 1) throw dtlab::Error("boom");
+    });
+    ADD_FAILURE() << "expected run_ranks to throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 of 2 failed: boom"), std::string::npos) << e.what();
+  }
+}

@@ -1,0 +1,216 @@
+// What a student sees when a distributed run goes wrong: a rank dies, the ranks disagree on the
+// world size, the port is taken, the master is not there, a flag is invalid. Each case must end
+// every rank with a clear one-line message and the right exit code within a bounded time: a
+// data-parallel run that hangs is the worst outcome, so every test asserts the elapsed time.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtlab/core/subprocess.h"
+#include "process_test_util.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using dtlab::ProcessResult;
+using dtlab::run_process;
+using dtlab::test::Child;
+using dtlab::test::ChildExit;
+using dtlab::test::describe_ranks;
+using std::chrono::steady_clock;
+
+namespace {
+
+// Starting a binary (loading LibTorch, reading the flags) takes about a second here; the machine
+// is shared, so the margin over each expected time is generous, yet far below a hang.
+constexpr double kMarginSeconds = 20;
+constexpr int kExitUsage = 2, kExitDistributed = 4;
+
+class Faults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = dtlab::test::fresh_temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const ProcessResult r = run_process({DTLAB_FIXTURES_BIN, "--out", (dir_ / "fx").string()}, 60);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+
+  // A task 2b run on loopback; max_steps is far more than any test lets it run.
+  std::vector<std::string> flags(const std::string& binary, int port, int world, int rank,
+                                 const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> args = {
+        binary, "--model_name_or_path", (dir_ / "fx/bert-tiny").string(), "--data_dir",
+        (dir_ / "fx/RTE").string(), "--do_train", "--max_seq_length", "32", "--global_batch_size",
+        "48", "--learning_rate", "3e-4", "--num_train_epochs", "100", "--max_steps", "2000",
+        "--dropout", "0", "--threads", "1", "--no_save", "--overwrite_output_dir",
+        "--output_dir", (dir_ / "out").string(), "--master_ip", "127.0.0.1",
+        "--master_port", std::to_string(port), "--world_size", std::to_string(world),
+        "--local_rank", std::to_string(rank)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
+  fs::path log(const std::string& name) const { return dir_ / (name + ".log"); }
+
+  fs::path dir_;
+};
+
+// The lines of a program's output that are not empty.
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+// A rank killed in the middle of training (SIGKILL: no goodbye): the others notice in their next
+// collective and stop with exit 4 and a message naming their rank and the failed operation,
+// at the latest after --timeout.
+TEST_F(Faults, KilledRankStopsTheOthersWithinTheTimeout) {
+  constexpr double kTimeout = 10;
+  const int port = dtlab::test::free_port();
+  std::vector<std::unique_ptr<Child>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(std::make_unique<Child>(
+        flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, r, {"--timeout", "10"}), log("rank" + std::to_string(r))));
+  }
+  // Training has begun when rank 0 prints the loss of the first step.
+  const bool started = ranks[0]->wait_for_output("step=1 ", steady_clock::now() + std::chrono::seconds(300));
+  ASSERT_TRUE(started) << "rank 0 never printed its first step:\n" << ranks[0]->output();
+  ASSERT_FALSE(ranks[1]->poll()) << ranks[1]->output();
+  ASSERT_FALSE(ranks[2]->poll()) << ranks[2]->output();
+  ranks[2]->kill(SIGKILL);
+  const auto killed = steady_clock::now();
+
+  const auto deadline = killed + std::chrono::milliseconds(static_cast<long>((kTimeout + kMarginSeconds) * 1000));
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const ChildExit e = ranks[r]->wait_until(deadline);
+    const double after = std::chrono::duration<double>(steady_clock::now() - killed).count();
+    EXPECT_FALSE(e.timed_out) << "still running " << after << " s after rank 2 was killed:\n" << e.output;
+    EXPECT_EQ(e.exit_code, kExitDistributed) << e.describe();
+    EXPECT_LT(after, kTimeout + kMarginSeconds);
+    EXPECT_TRUE(contains(e.output, "rank " + std::to_string(r))) << e.output;
+    EXPECT_TRUE(contains(e.output, "failed")) << e.output;
+    EXPECT_TRUE(contains(e.output, "distributed error")) << e.output;
+    std::printf("rank %d stopped %.1f s after rank 2 was killed\n", r, after);
+  }
+  const ChildExit killed_rank = ranks[2]->wait_until(steady_clock::now() + std::chrono::seconds(10));
+  EXPECT_EQ(killed_rank.signal, SIGKILL);
+}
+
+// Two ranks started with --world_size 3: the rendezvous waits --timeout for the third, then both
+// say which rank never arrived.
+TEST_F(Faults, WrongWorldSizeNamesTheRankThatNeverArrived) {
+  constexpr double kTimeout = 5;
+  const int port = dtlab::test::free_port();
+  const auto start = steady_clock::now();
+  const std::vector<ChildExit> exits = dtlab::test::run_ranks(
+      2, [&](int r) { return flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, r, {"--timeout", "5"}); },
+      dir_ / "logs", kTimeout + kMarginSeconds);
+  const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
+  EXPECT_LT(elapsed, kTimeout + kMarginSeconds) << describe_ranks(exits);
+  EXPECT_GE(elapsed, kTimeout - 0.5) << "the rendezvous gives up only after --timeout";
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(exits[r].exit_code, kExitDistributed) << exits[r].describe();
+    EXPECT_TRUE(contains(exits[r].output, "rank(s) 2 of world size 3 never arrived")) << exits[r].output;
+    EXPECT_TRUE(contains(exits[r].output, "--world_size")) << exits[r].output;
+  }
+}
+
+// Rank 0 serves the rendezvous on --master_port; when something else listens there, it says so
+// at once instead of waiting for ranks that can never reach it.
+TEST_F(Faults, MasterPortInUseIsReportedAtOnce) {
+  const dtlab::test::ListeningSocket occupied;  // a port on 127.0.0.1, held until the test ends
+  const auto start = steady_clock::now();
+  const ProcessResult r = run_process(flags(DTLAB_TASK2B_SOLUTION_BIN, occupied.port(), 2, 0, {"--timeout", "30"}),
+                                      kMarginSeconds);
+  const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_LT(elapsed, kMarginSeconds);
+  EXPECT_EQ(r.exit_code, kExitDistributed) << r.output;
+  EXPECT_TRUE(contains(r.output, "already in use")) << r.output;
+  EXPECT_TRUE(contains(r.output, "--master_port")) << r.output;
+  EXPECT_TRUE(contains(r.output, std::to_string(occupied.port()))) << r.output;
+}
+
+// A rank whose master is not there (nobody listens on the port) tries for --timeout seconds,
+// then says it cannot reach the master and which flags to check.
+TEST_F(Faults, UnreachableMasterIsReportedAfterTheTimeout) {
+  constexpr double kTimeout = 3;
+  const int port = dtlab::test::free_port();  // nobody listens here
+  const auto start = steady_clock::now();
+  const ProcessResult r =
+      run_process(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 2, 1, {"--timeout", "3"}), kTimeout + kMarginSeconds);
+  const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_LT(elapsed, kTimeout + kMarginSeconds);
+  EXPECT_EQ(r.exit_code, kExitDistributed) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 1")) << r.output;
+  EXPECT_TRUE(contains(r.output, "cannot reach the master")) << r.output;
+  EXPECT_TRUE(contains(r.output, "127.0.0.1:" + std::to_string(port))) << r.output;
+}
+
+// A rank outside 0..world_size-1 is a usage error, found before any waiting for other ranks.
+TEST_F(Faults, RankOutsideTheWorldIsAOneLineUsageError) {
+  for (const char* binary : {DTLAB_TASK2A_SOLUTION_BIN, DTLAB_TASK2B_SOLUTION_BIN, DTLAB_TASK3_SOLUTION_BIN}) {
+    SCOPED_TRACE(binary);
+    const auto start = steady_clock::now();
+    const ProcessResult r =
+        run_process(flags(binary, dtlab::test::free_port(), 2, 5, {"--timeout", "30"}), kMarginSeconds);
+    const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
+    EXPECT_LT(elapsed, kMarginSeconds) << r.output;
+    EXPECT_EQ(r.exit_code, kExitUsage) << r.output;
+    EXPECT_EQ(lines(r.output).size(), 1u) << r.output;
+    EXPECT_TRUE(contains(r.output, "rank 5")) << r.output;
+    EXPECT_TRUE(contains(r.output, "--local_rank")) << r.output;
+    EXPECT_TRUE(contains(r.output, "0..1")) << r.output;
+  }
+}
+
+// This LibTorch is CPU-only, built without NCCL. Asking for it is a problem with a flag, like any
+// unknown backend: a usage error (exit 2) with a one-line message, reported before this rank
+// waits for any other (DESIGN, glue_run.cpp: "Flags are checked before any rank waits for
+// another"). Rank 0 of a world of 2 runs alone here with a long --timeout, so a check made only
+// after the rendezvous shows up as a 30 s wait.
+TEST_F(Faults, NcclOnACpuOnlyLibTorchIsAOneLineUsageErrorAtOnce) {
+  const auto start = steady_clock::now();
+  const ProcessResult r = run_process(
+      flags(DTLAB_TASK2B_SOLUTION_BIN, dtlab::test::free_port(), 2, 0, {"--backend", "nccl", "--timeout", "30"}),
+      30 + kMarginSeconds);
+  const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
+  EXPECT_LT(elapsed, 10) << "waited for other ranks before rejecting --backend nccl:\n" << r.output;
+  EXPECT_EQ(r.exit_code, kExitUsage) << r.output;
+  EXPECT_EQ(lines(r.output).size(), 1u) << r.output;
+  EXPECT_TRUE(contains(r.output, "--backend nccl")) << r.output;
+  EXPECT_TRUE(contains(r.output, "gloo")) << r.output;
+}
+
+// An unknown backend is rejected with the flag's name and the choices.
+TEST_F(Faults, UnknownBackendIsAOneLineUsageError) {
+  const auto start = steady_clock::now();
+  const ProcessResult r = run_process(
+      flags(DTLAB_TASK3_SOLUTION_BIN, dtlab::test::free_port(), 2, 0, {"--backend", "mpi", "--timeout", "30"}),
+      kMarginSeconds);
+  const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
+  EXPECT_LT(elapsed, kMarginSeconds) << r.output;
+  EXPECT_EQ(r.exit_code, kExitUsage) << r.output;
+  EXPECT_EQ(lines(r.output).size(), 1u) << r.output;
+  EXPECT_TRUE(contains(r.output, "--backend mpi")) << r.output;
+}
+
+}  // namespace
