@@ -46,10 +46,10 @@ function(dtlab_task name)
   endif()
 endfunction()
 
-# dtlab_test(name LABELS l1 [l2...] [SOURCES extra.cpp...]): tests/name.cpp as a GoogleTest binary
+# dtlab_test(name LABELS l1 [l2...] [SOURCES extra.cpp...] [TIMEOUT s] [RUN_SERIAL]): tests/name.cpp as a GoogleTest binary
 # whose tests ctest discovers one by one, labelled so that `ctest -L task1` selects them.
 function(dtlab_test name)
-  cmake_parse_arguments(T "" "TIMEOUT" "LABELS;SOURCES" ${ARGN})
+  cmake_parse_arguments(T "RUN_SERIAL" "TIMEOUT" "LABELS;SOURCES" ${ARGN})
   add_executable(${name} ${name}.cpp ${T_SOURCES})
   dtlab_target_defaults(${name})
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main)
@@ -63,6 +63,10 @@ function(dtlab_test name)
   # split into property name/value pairs and all but the first are lost.
   file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake"
     "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\nendif()\n")
+  if(T_RUN_SERIAL)  # for tests that read machine-wide counters (loopback traffic)
+    file(APPEND "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake"
+      "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES RUN_SERIAL TRUE)\nendif()\n")
+  endif()
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES
                "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake")
 endfunction()
