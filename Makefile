@@ -21,8 +21,15 @@ GLUE_FLAGS = --model_type bert --model_name_or_path $(MODEL) --task_name RTE --d
   --data_dir $(DATA) --max_seq_length $(SEQ) --per_gpu_train_batch_size $(BATCH) \
   --learning_rate $(LR) --num_train_epochs $(EPOCHS) --overwrite_output_dir --seed $(SEED)
 
+# The data-parallel exercises run WORLD local ranks; the global batch stays BATCH.
+WORLD  ?= 4
+PORT   ?= 29500
+DP_FLAGS = $(GLUE_FLAGS) --global_batch_size $(BATCH) --master_ip 127.0.0.1 --master_port $(PORT) \
+  --world_size $(WORLD) --local_rank {rank}
+DP_TASKS = task2a task2b task3 task4
+
 .PHONY: help setup configure build fixtures demo test task1 task1-solution test-task1 skeletons \
-        bench clean
+        bench clean $(DP_TASKS) $(DP_TASKS:%=%-solution) $(DP_TASKS:%=test-%)
 
 help:
 	@echo "make demo            build, make the fixtures, fine-tune with the reference task 1"
@@ -30,6 +37,8 @@ help:
 	@echo "make task1           build and run YOUR task 1 (tasks/task1) on the fixtures"
 	@echo "make task1-solution  the same with the reference solution"
 	@echo "make test-task1      the tests of task 1 only (ctest -L task1)"
+	@echo "make task2a          YOUR task 2a on WORLD=4 local ranks (also task2b task3 task4, and -solution)"
+	@echo "make test-task2a     the tests of task 2a (also test-task2b test-task3 test-task4)"
 	@echo "make bench           time task 1's training step for tiny/mini/small/base BERT"
 	@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
 	@echo "variables: MODEL DATA LR EPOCHS BATCH SEQ SEED ARGS='--dropout 0' CMAKE_ARGS=..."
@@ -53,6 +62,15 @@ task1: fixtures
 
 task1-solution: fixtures
 	$(BUILD)/task1-solution $(GLUE_FLAGS) --output_dir $(OUT)/task1-solution $(ARGS)
+
+# task4 takes the batch sizes itself (--batch_sizes, default 64,32,16).
+$(DP_TASKS) $(DP_TASKS:%=%-solution): fixtures
+	scripts/run_local_ranks.sh $(WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
+	  $(if $(filter task4%,$@),$(subst --global_batch_size $(BATCH),,$(subst --do_train --do_eval,,$(DP_FLAGS))),$(DP_FLAGS)) \
+	  --output_dir $(OUT)/$@ $(ARGS)
+
+$(DP_TASKS:%=test-%): build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L $(@:test-%=%)
 
 demo: task1-solution
 

@@ -140,8 +140,8 @@ TEST(ResolveSettings, FlagsThatAgreeWithTheLauncherAreFine) {
 
 TEST(ResolveSettings, FlagsFillWhatTheLauncherLeavesOut) {
   LaunchFlags f;
-  f.master_ip = "127.0.0.1";
   f.master_port = 29605;
+  f.master_ip = std::string("127.0.0.1");
   const Settings s = resolve_settings(f, Environment{{"RANK", "0"}, {"WORLD_SIZE", "2"}});
   EXPECT_EQ(s.master_addr, "127.0.0.1");
   EXPECT_EQ(s.master_port, 29605);
@@ -168,10 +168,10 @@ TEST(ResolveSettings, ConflictingRankNamesFlagAndVariable) {
 }
 
 TEST(ResolveSettings, ConflictingMasterNamesFlagAndVariable) {
-  LaunchFlags f;
-  f.master_ip = "127.0.0.1";
   const Environment env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
                         {"SLURM_LAUNCH_NODE_IPADDR", "127.0.0.2"}};
+  LaunchFlags f;
+  f.master_ip = std::string("127.0.0.1");
   EXPECT_THROW_WITH(resolve_settings(f, env), dtlab::Error,
                     "--master_ip 127.0.0.1 conflicts with SLURM_LAUNCH_NODE_IPADDR=127.0.0.2");
 }

@@ -2,6 +2,7 @@
 #include "dtlab/dist/group.h"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_NCCL
@@ -271,7 +272,7 @@ std::unique_ptr<Group> init_process_group(const Settings& s) {
     address = local_address_towards(s.master_addr, s.master_port);
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(s.master_port);
-    options.isServer = s.rank == 0;
+    options.isServer = s.rank == 0 && !s.use_agent_store;
     options.waitWorkers = false;  // our own rendezvous below names the ranks that are missing
     options.timeout = s.timeout;
     try {
@@ -289,9 +290,13 @@ std::unique_ptr<Group> init_process_group(const Settings& s) {
     }
   }
   store->setTimeout(s.timeout);
+  // Keys of this run (and of this torchrun restart) never meet those of an earlier one.
+  store = c10::make_intrusive<c10d::PrefixStore>("dtlab/attempt_" + std::to_string(s.restart_count), store);
 
   // Rendezvous: every rank registers its host and world size, then waits for all the others.
-  const std::string me = hostname();
+  // A host is a host name and the address that reaches the master: network namespaces on one
+  // machine share the host name but not the address.
+  const std::string me = hostname() + "@" + address;
   store->set("dtlab/rank/" + std::to_string(s.rank),
              [&] { std::string v = me + "\n" + std::to_string(s.world_size); return std::vector<uint8_t>(v.begin(), v.end()); }());
   std::vector<std::string> keys;

@@ -81,7 +81,8 @@ Environment launcher_environment() {
     if (eq == std::string::npos) continue;
     const std::string key = entry.substr(0, eq);
     if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "MASTER_ADDR" ||
-        key == "MASTER_PORT" || key.rfind("OMPI_COMM_WORLD_", 0) == 0 || key.rfind("SLURM_", 0) == 0) {
+        key == "MASTER_PORT" || key.rfind("OMPI_COMM_WORLD_", 0) == 0 || key.rfind("SLURM_", 0) == 0 ||
+        key.rfind("TORCHELASTIC_", 0) == 0) {
       env[key] = entry.substr(eq + 1);
     }
   }
@@ -139,6 +140,11 @@ Settings resolve_settings(const LaunchFlags& flags, const Environment& env) {
   s.local_rank = env_local_rank;
   if (master) s.master_addr = *master;
   if (port) s.master_port = *port;
+
+  if (auto* agent = find(env, "TORCHELASTIC_USE_AGENT_STORE")) s.use_agent_store = *agent == "True";
+  if (auto* restarts = find(env, "TORCHELASTIC_RESTART_COUNT")) {
+    s.restart_count = parse_int(*restarts, "TORCHELASTIC_RESTART_COUNT");
+  }
 
   if (s.world_size < 1) throw Error("--world_size must be at least 1, got " + std::to_string(s.world_size));
   if (s.rank < 0 || s.rank >= s.world_size) {

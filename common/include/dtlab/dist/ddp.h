@@ -5,7 +5,8 @@
 // registration (the last layer's first), so buckets are filled in reverse parameter order. The
 // first bucket is small (kFirstBucketBytes) so that communication starts early; the others are
 // capped at bucket_cap_bytes. As in PyTorch, a bucket is closed as soon as it reaches its cap, so
-// it may exceed the cap by its last parameter; with a cap of 1 byte every parameter is a bucket.
+// it may exceed the cap by its last parameter; with a cap of 1 byte every parameter after the
+// first bucket is a bucket of its own (the first bucket still fills to kFirstBucketBytes).
 // Buckets are reduced strictly in bucket order on every rank (collectives must match).
 //
 // Note [When a bucket is reduced]: a post hook on each parameter's gradient accumulator marks

@@ -40,6 +40,11 @@ struct Settings {
   std::chrono::milliseconds timeout{static_cast<long>(kDefaultTimeoutSeconds * 1000)};
   std::optional<std::string> interface;
   std::string source = "single process";  // "flags", "torchrun", "Slurm", "Open MPI"
+  // torchrun's agent already serves a store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client, under a prefix of
+  // this restart attempt (TORCHELASTIC_RESTART_COUNT).
+  bool use_agent_store = false;
+  int restart_count = 0;
 };
 
 using Environment = std::map<std::string, std::string>;
