@@ -158,7 +158,7 @@ TEST(Barrier, CompletesOnEveryRank) {
 // ---------------------------------------------------------------------------------------------
 // Argument checks: each throws on its rank before any communication, so no rank waits.
 
-TEST(Gather, GatherListOnNonDestinationIsAnError) {
+TEST(Gather, GatherListOnNonDestinationOrBadDestinationIsAnError) {
   run_ranks(2, [&](Group& g) {
     const torch::Tensor t = torch::zeros({2});
     std::vector<torch::Tensor> list;
@@ -169,16 +169,13 @@ TEST(Gather, GatherListOnNonDestinationIsAnError) {
       EXPECT_THROW_WITH(g.gather(t, nullptr, /*dst=*/0), dtlab::Error, "gather_list");
     }
   });
-}
-
-TEST(Gather, DestinationOutOfRangeIsAnError) {
   run_ranks(1, [&](Group& g) {
     std::vector<torch::Tensor> list;
     EXPECT_THROW_WITH(g.gather(torch::zeros({1}), &list, /*dst=*/1), dtlab::Error, "destination rank 1");
   });
 }
 
-TEST(Scatter, ScatterListOnNonSourceIsAnError) {
+TEST(Scatter, ScatterListOnNonSourceOrOfWrongLengthIsAnError) {
   run_ranks(2, [&](Group& g) {
     torch::Tensor t = torch::zeros({2});
     std::vector<torch::Tensor> list{torch::zeros({2}), torch::zeros({2})};
@@ -188,9 +185,6 @@ TEST(Scatter, ScatterListOnNonSourceIsAnError) {
       EXPECT_THROW_WITH(g.scatter(t, nullptr, /*src=*/0), dtlab::Error, "scatter_list");
     }
   });
-}
-
-TEST(Scatter, ScatterListOfWrongLengthIsAnError) {
   run_ranks(1, [&](Group& g) {
     torch::Tensor t = torch::zeros({2});
     std::vector<torch::Tensor> list{torch::zeros({2}), torch::zeros({2})};

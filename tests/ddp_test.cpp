@@ -86,55 +86,41 @@ std::vector<Indices> parameters_of(const std::vector<BucketLayout>& layout) {
 // ---------------------------------------------------------------------------------------------
 // compute_bucket_layout in closed form
 
-TEST(BucketLayout, SixParametersOf400KB) {
-  // Reverse order; the first bucket closes at >= 1 MiB (3 x 409600 = 1228800), the next at
-  // >= 1 MB (likewise 3 parameters).
-  const std::vector<int64_t> bytes(6, 400 * 1024);
-  const auto layout = compute_bucket_layout(bytes, /*cap=*/1000 * 1000, /*first=*/1024 * 1024);
-  EXPECT_EQ(parameters_of(layout), (std::vector<Indices>{{5, 4, 3}, {2, 1, 0}}));
-  ASSERT_EQ(layout.size(), 2u);
-  EXPECT_EQ(layout[0].bytes, 3 * 400 * 1024);
-  EXPECT_EQ(layout[1].bytes, 3 * 400 * 1024);
-}
-
-TEST(BucketLayout, LastBucketHoldsTheRest) {
-  const std::vector<int64_t> bytes(7, 400 * 1024);
-  const auto layout = compute_bucket_layout(bytes, 1000 * 1000, 1024 * 1024);
-  EXPECT_EQ(parameters_of(layout), (std::vector<Indices>{{6, 5, 4}, {3, 2, 1}, {0}}));
-  EXPECT_EQ(layout.back().bytes, 400 * 1024);
-}
-
-TEST(BucketLayout, FirstBucketIsSmallerThanTheCap) {
-  // 300 KB each: the first bucket closes after 4 (1.2 MB >= 1 MiB), the others after 9 (2.7 MB
-  // >= 2.5 MB).
-  const std::vector<int64_t> bytes(14, 300 * 1000);
-  const auto layout = compute_bucket_layout(bytes, 2500 * 1000, 1024 * 1024);
-  EXPECT_EQ(parameters_of(layout),
-            (std::vector<Indices>{{13, 12, 11, 10}, {9, 8, 7, 6, 5, 4, 3, 2, 1}, {0}}));
-  EXPECT_EQ(layout[0].bytes, 4 * 300 * 1000);
-  EXPECT_EQ(layout[1].bytes, 9 * 300 * 1000);
-}
-
-TEST(BucketLayout, ABucketMayExceedItsCapByItsLastParameter) {
-  const std::vector<int64_t> bytes{100, 5000000, 50, 50};
-  const auto layout = compute_bucket_layout(bytes, dtlab::dist::kDefaultBucketBytesCap,
-                                            dtlab::dist::kFirstBucketBytes);
-  EXPECT_EQ(parameters_of(layout), (std::vector<Indices>{{3, 2, 1}, {0}}));
-  EXPECT_EQ(layout[0].bytes, 5000100);
-  EXPECT_EQ(layout[1].bytes, 100);
-}
-
-TEST(BucketLayout, CapOfOneByteGivesOneBucketPerParameter) {
-  const auto layout = compute_bucket_layout({8, 16, 4}, 1, 1);
-  EXPECT_EQ(parameters_of(layout), (std::vector<Indices>{{2}, {1}, {0}}));
-}
-
-TEST(BucketLayout, HugeCapGivesOneBucket) {
+TEST(BucketLayout, ClosedForm) {
+  struct Case {
+    const char* what;
+    std::vector<int64_t> bytes;
+    int64_t cap, first;
+    std::vector<Indices> buckets;
+    std::vector<int64_t> bucket_bytes;
+  };
   const int64_t gb = 1000 * 1000 * 1000;
-  const auto layout = compute_bucket_layout({8, 16, 4}, gb, gb);
-  EXPECT_EQ(parameters_of(layout), (std::vector<Indices>{{2, 1, 0}}));
-  EXPECT_EQ(layout[0].bytes, 28);
-  EXPECT_TRUE(compute_bucket_layout({}, gb, gb).empty());
+  const Case cases[] = {
+      // Reverse order; the first bucket closes at >= 1 MiB (3 x 409600 = 1228800), the next at
+      // >= 1 MB (likewise after 3 parameters).
+      {"six parameters of 400 KB", std::vector<int64_t>(6, 400 * 1024), 1000 * 1000, 1024 * 1024,
+       {{5, 4, 3}, {2, 1, 0}}, {3 * 400 * 1024, 3 * 400 * 1024}},
+      {"the last bucket holds the rest", std::vector<int64_t>(7, 400 * 1024), 1000 * 1000, 1024 * 1024,
+       {{6, 5, 4}, {3, 2, 1}, {0}}, {3 * 400 * 1024, 3 * 400 * 1024, 400 * 1024}},
+      // 300 KB each: the first bucket closes after 4 (1.2 MB >= 1 MiB), the others after 9
+      // (2.7 MB >= 2.5 MB).
+      {"the first bucket is smaller than the cap", std::vector<int64_t>(14, 300 * 1000), 2500 * 1000,
+       1024 * 1024, {{13, 12, 11, 10}, {9, 8, 7, 6, 5, 4, 3, 2, 1}, {0}},
+       {4 * 300 * 1000, 9 * 300 * 1000, 300 * 1000}},
+      {"a bucket may exceed its cap by its last parameter", {100, 5000000, 50, 50},
+       dtlab::dist::kDefaultBucketBytesCap, dtlab::dist::kFirstBucketBytes, {{3, 2, 1}, {0}}, {5000100, 100}},
+      {"a cap of one byte gives one bucket per parameter", {8, 16, 4}, 1, 1, {{2}, {1}, {0}}, {4, 16, 8}},
+      {"a huge cap gives one bucket", {8, 16, 4}, gb, gb, {{2, 1, 0}}, {28}},
+      {"no parameters, no buckets", {}, gb, gb, {}, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const auto layout = compute_bucket_layout(c.bytes, c.cap, c.first);
+    EXPECT_EQ(parameters_of(layout), c.buckets);
+    std::vector<int64_t> bytes;
+    for (const auto& b : layout) bytes.push_back(b.bytes);
+    EXPECT_EQ(bytes, c.bucket_bytes);
+  }
 }
 
 TEST(BucketLayout, OfASmallSequentialModel) {

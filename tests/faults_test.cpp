@@ -39,13 +39,14 @@ class Faults : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
-  // A task 2b run on loopback; max_steps is far more than any test lets it run.
+  // A task 2b run on loopback. A step takes about 0.2 s here, so 200 steps run well over 30 s,
+  // far longer than any test lets them.
   std::vector<std::string> flags(const std::string& binary, int port, int world, int rank,
                                  const std::vector<std::string>& extra = {}) const {
     std::vector<std::string> args = {
         binary, "--model_name_or_path", (dir_ / "fx/bert-tiny").string(), "--data_dir",
         (dir_ / "fx/RTE").string(), "--do_train", "--max_seq_length", "32", "--global_batch_size",
-        "48", "--learning_rate", "3e-4", "--num_train_epochs", "100", "--max_steps", "2000",
+        "48", "--learning_rate", "3e-4", "--num_train_epochs", "100", "--max_steps", "200",
         "--dropout", "0", "--threads", "1", "--no_save", "--overwrite_output_dir",
         "--output_dir", (dir_ / "out").string(), "--master_ip", "127.0.0.1",
         "--master_port", std::to_string(port), "--world_size", std::to_string(world),
@@ -110,6 +111,38 @@ TEST_F(Faults, KilledRankStopsTheOthersWithinTheTimeout) {
   }
   const ChildExit killed_rank = ranks[2]->wait_until(steady_clock::now() + std::chrono::seconds(10));
   EXPECT_EQ(killed_rank.signal, SIGKILL);
+}
+
+// A rank that stops answering without closing its connections (SIGSTOP: a hung process, a
+// frozen machine) is only noticed by the timeout: the others wait --timeout seconds in their
+// collective, then stop with exit 4 and a message naming their rank and the operation.
+TEST_F(Faults, HungRankStopsTheOthersAfterTheTimeout) {
+  constexpr double kTimeout = 10;
+  const int port = dtlab::test::free_port();
+  std::vector<std::unique_ptr<Child>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(std::make_unique<Child>(
+        flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, r, {"--timeout", "10"}), log("rank" + std::to_string(r))));
+  }
+  const bool started = ranks[0]->wait_for_output("step=1 ", steady_clock::now() + std::chrono::seconds(300));
+  ASSERT_TRUE(started) << "rank 0 never printed its first step:\n" << ranks[0]->output();
+  ASSERT_FALSE(ranks[2]->poll()) << ranks[2]->output();
+  ranks[2]->kill(SIGSTOP);  // the destructor's SIGKILL ends it
+  const auto stopped = steady_clock::now();
+
+  const auto deadline = stopped + std::chrono::milliseconds(static_cast<long>((kTimeout + kMarginSeconds) * 1000));
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const ChildExit e = ranks[r]->wait_until(deadline);
+    const double after = std::chrono::duration<double>(steady_clock::now() - stopped).count();
+    EXPECT_FALSE(e.timed_out) << "still running " << after << " s after rank 2 was stopped:\n" << e.output;
+    EXPECT_EQ(e.exit_code, kExitDistributed) << e.describe();
+    EXPECT_LT(after, kTimeout + kMarginSeconds);
+    EXPECT_GT(after, kTimeout - 1) << "nothing but the timeout can tell a hung rank: " << e.output;
+    EXPECT_TRUE(contains(e.output, "rank " + std::to_string(r) + ": ")) << e.output;
+    EXPECT_TRUE(contains(e.output, "failed")) << e.output;
+    std::printf("rank %d stopped %.1f s after rank 2 hung\n", r, after);
+  }
 }
 
 // Two ranks started with --world_size 3: the rendezvous waits --timeout for the third, then both

@@ -38,6 +38,11 @@ TEST(ResolveSettings, DefaultsAreOneProcess) {
   EXPECT_EQ(s.timeout, std::chrono::milliseconds(60000));
   EXPECT_FALSE(s.interface.has_value());
   EXPECT_EQ(s.source, "single process");
+
+  // A master address alone does not make a launcher.
+  const Settings t = resolve_settings(LaunchFlags{}, Environment{{"MASTER_ADDR", "127.0.0.1"}});
+  EXPECT_EQ(t.world_size, 1);
+  EXPECT_EQ(t.source, "single process");
 }
 
 TEST(ResolveSettings, FlagsOnly) {
@@ -55,13 +60,6 @@ TEST(ResolveSettings, FlagsOnly) {
   EXPECT_EQ(s.source, "flags");
 }
 
-TEST(ResolveSettings, UnrelatedVariablesAreIgnored) {
-  // A master address alone does not make a launcher.
-  const Settings s = resolve_settings(LaunchFlags{}, Environment{{"MASTER_ADDR", "127.0.0.1"}});
-  EXPECT_EQ(s.world_size, 1);
-  EXPECT_EQ(s.source, "single process");
-}
-
 TEST(ResolveSettings, Torchrun) {
   const Environment env{{"RANK", "3"},
                         {"WORLD_SIZE", "4"},
@@ -75,6 +73,24 @@ TEST(ResolveSettings, Torchrun) {
   EXPECT_EQ(s.master_addr, "127.0.0.1");
   EXPECT_EQ(s.master_port, 29602);
   EXPECT_EQ(s.source, "torchrun");
+  EXPECT_FALSE(s.use_agent_store);
+  EXPECT_EQ(s.restart_count, 0);
+}
+
+TEST(ResolveSettings, TorchrunAgentStoreAndRestartCount) {
+  Environment env{{"RANK", "0"},
+                  {"WORLD_SIZE", "2"},
+                  {"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", "29608"},
+                  {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                  {"TORCHELASTIC_RESTART_COUNT", "2"}};
+  const Settings s = resolve_settings(LaunchFlags{}, env);
+  EXPECT_TRUE(s.use_agent_store);
+  EXPECT_EQ(s.restart_count, 2);
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  EXPECT_FALSE(resolve_settings(LaunchFlags{}, env).use_agent_store);
+  env["TORCHELASTIC_RESTART_COUNT"] = "two";
+  EXPECT_THROW_WITH(resolve_settings(LaunchFlags{}, env), dtlab::Error, "TORCHELASTIC_RESTART_COUNT");
 }
 
 TEST(ResolveSettings, OpenMpi) {
@@ -136,51 +152,50 @@ TEST(ResolveSettings, FlagsThatAgreeWithTheLauncherAreFine) {
   EXPECT_EQ(s.world_size, 2);
   EXPECT_EQ(s.master_port, 29604);
   EXPECT_EQ(s.source, "torchrun");
-}
 
-TEST(ResolveSettings, FlagsFillWhatTheLauncherLeavesOut) {
+  // And flags fill in what the launcher leaves out.
   LaunchFlags f;
   f.master_port = 29605;
   f.master_ip = std::string("127.0.0.1");
-  const Settings s = resolve_settings(f, Environment{{"RANK", "0"}, {"WORLD_SIZE", "2"}});
-  EXPECT_EQ(s.master_addr, "127.0.0.1");
-  EXPECT_EQ(s.master_port, 29605);
-  EXPECT_EQ(s.source, "torchrun");
+  const Settings t = resolve_settings(f, Environment{{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(t.master_addr, "127.0.0.1");
+  EXPECT_EQ(t.master_port, 29605);
+  EXPECT_EQ(t.source, "torchrun");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Conflicts name both sides
 
-TEST(ResolveSettings, ConflictingWorldSizeNamesFlagAndVariable) {
-  LaunchFlags f;
-  f.world_size = 4;
-  const Environment env{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}};
-  EXPECT_THROW_WITH(resolve_settings(f, env), dtlab::Error, "--world_size 4 conflicts with WORLD_SIZE=2");
-}
-
-TEST(ResolveSettings, ConflictingRankNamesFlagAndVariable) {
-  LaunchFlags f;
-  f.rank = 1;
-  const Environment env{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                        {"MASTER_ADDR", "127.0.0.1"}};
-  EXPECT_THROW_WITH(resolve_settings(f, env), dtlab::Error,
-                    "--local_rank 1 conflicts with OMPI_COMM_WORLD_RANK=0");
-}
-
-TEST(ResolveSettings, ConflictingMasterNamesFlagAndVariable) {
-  const Environment env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
-                        {"SLURM_LAUNCH_NODE_IPADDR", "127.0.0.2"}};
-  LaunchFlags f;
-  f.master_ip = std::string("127.0.0.1");
-  EXPECT_THROW_WITH(resolve_settings(f, env), dtlab::Error,
-                    "--master_ip 127.0.0.1 conflicts with SLURM_LAUNCH_NODE_IPADDR=127.0.0.2");
-}
-
-TEST(ResolveSettings, ConflictingPortNamesFlagAndVariable) {
-  LaunchFlags f;
-  f.master_port = 29606;
-  const Environment env{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "29607"}};
-  EXPECT_THROW_WITH(resolve_settings(f, env), dtlab::Error, "--master_port 29606 conflicts with MASTER_PORT=29607");
+TEST(ResolveSettings, ConflictsNameFlagAndVariable) {
+  {
+    LaunchFlags f;
+    f.world_size = 4;
+    const Environment env{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}};
+    EXPECT_THROW_WITH(resolve_settings(f, env), dtlab::Error, "--world_size 4 conflicts with WORLD_SIZE=2");
+  }
+  {
+    LaunchFlags f;
+    f.rank = 1;
+    const Environment env{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                          {"MASTER_ADDR", "127.0.0.1"}};
+    EXPECT_THROW_WITH(resolve_settings(f, env), dtlab::Error,
+                      "--local_rank 1 conflicts with OMPI_COMM_WORLD_RANK=0");
+  }
+  {
+    const Environment env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
+                          {"SLURM_LAUNCH_NODE_IPADDR", "127.0.0.2"}};
+    LaunchFlags f;
+    f.master_ip = std::string("127.0.0.1");
+    EXPECT_THROW_WITH(resolve_settings(f, env), dtlab::Error,
+                      "--master_ip 127.0.0.1 conflicts with SLURM_LAUNCH_NODE_IPADDR=127.0.0.2");
+  }
+  {
+    LaunchFlags f;
+    f.master_port = 29606;
+    const Environment env{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "29607"}};
+    EXPECT_THROW_WITH(resolve_settings(f, env), dtlab::Error,
+                      "--master_port 29606 conflicts with MASTER_PORT=29607");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -222,11 +237,7 @@ TEST(ResolveSettings, UnknownBackend) {
   LaunchFlags f;
   f.backend = "mpi";
   EXPECT_THROW_WITH(resolve_settings(f, Environment{}), dtlab::Error, "--backend mpi");
-}
-
-TEST(ResolveSettings, NcclIsAKnownBackend) {
   // Whether this LibTorch has NCCL is init_process_group's question, not resolve_settings'.
-  LaunchFlags f;
   f.backend = "nccl";
   EXPECT_EQ(resolve_settings(f, Environment{}).backend, "nccl");
 }

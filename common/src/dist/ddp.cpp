@@ -46,13 +46,17 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   // Unique parameters (tied weights appear once), in registration order.
   std::set<const void*> seen;
   std::vector<torch::Tensor> everything;
+  std::vector<size_t> position;  // of params_[i] in module_->parameters()
+  size_t index = 0;
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+    const size_t here = index++;
     const void* impl = item.value().unsafeGetTensorImpl();
     if (!seen.insert(impl).second) continue;
     everything.push_back(item.value());
     if (!item.value().requires_grad()) continue;  // frozen: never reduced
     params_.push_back(item.value());
     names_.push_back(item.key());
+    position.push_back(here);
   }
 
   // Every rank starts from rank 0's weights and buffers.
@@ -78,11 +82,15 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 
   std::vector<int64_t> bytes;
   for (const auto& p : params_) bytes.push_back(p.numel() * p.element_size());
-  layout_ = compute_bucket_layout(bytes, options_.bucket_cap_bytes, options_.first_bucket_bytes);
+  const std::vector<BucketLayout> internal =
+      compute_bucket_layout(bytes, options_.bucket_cap_bytes, options_.first_bucket_bytes);
   bucket_of_.assign(params_.size(), 0);
-  for (size_t b = 0; b < layout_.size(); ++b) {
+  for (size_t b = 0; b < internal.size(); ++b) {
     auto bucket = std::make_unique<Bucket>();
-    bucket->parameters = layout_[b].parameters;
+    bucket->parameters = internal[b].parameters;
+    BucketLayout reported = internal[b];  // in the module's numbering, for buckets()
+    for (size_t& i : reported.parameters) i = position[i];
+    layout_.push_back(reported);
     int64_t numel = 0;
     for (size_t i : bucket->parameters) {
       bucket_of_[i] = b;

@@ -31,13 +31,30 @@ std::string what_of(const std::exception& e) {
   return first_line(e.what());
 }
 
+// PyTorch's spelling of dtypes ("float32"), not c10's ("Float").
+std::string dtype_name(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float: return "float32";
+    case c10::ScalarType::Double: return "float64";
+    case c10::ScalarType::Half: return "float16";
+    case c10::ScalarType::BFloat16: return "bfloat16";
+    case c10::ScalarType::Long: return "int64";
+    case c10::ScalarType::Int: return "int32";
+    case c10::ScalarType::Short: return "int16";
+    case c10::ScalarType::Char: return "int8";
+    case c10::ScalarType::Byte: return "uint8";
+    case c10::ScalarType::Bool: return "bool";
+    default: return std::string(c10::toString(type));
+  }
+}
+
 CommRecord describe(const std::string& op, const torch::Tensor& t, const std::string& tag) {
   CommRecord r;
   r.op = op;
   r.tag = tag;
   if (t.defined()) {
     r.shape = t.sizes().vec();
-    r.dtype = std::string(c10::toString(t.scalar_type()));
+    r.dtype = dtype_name(t.scalar_type());
     r.bytes = static_cast<int64_t>(t.numel() * t.element_size());
   }
   return r;

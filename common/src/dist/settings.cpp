@@ -146,14 +146,16 @@ Settings resolve_settings(const LaunchFlags& flags, const Environment& env) {
     s.restart_count = parse_int(*restarts, "TORCHELASTIC_RESTART_COUNT");
   }
 
-  if (s.world_size < 1) throw Error("--world_size must be at least 1, got " + std::to_string(s.world_size));
+  const std::string world_from = flags.world_size ? "--world_size" : world_var;
+  const std::string port_from = flags.master_port ? "--master_port" : "MASTER_PORT";
+  if (s.world_size < 1) throw Error(world_from + " must be at least 1, got " + std::to_string(s.world_size));
   if (s.rank < 0 || s.rank >= s.world_size) {
     throw Error("rank " + std::to_string(s.rank) + " (--local_rank or " + rank_var +
                 ") is outside 0.." + std::to_string(s.world_size - 1) + " for world size " +
                 std::to_string(s.world_size));
   }
   if (s.master_port < 1 || s.master_port > 65535) {
-    throw Error("--master_port " + std::to_string(s.master_port) + " is outside 1..65535");
+    throw Error(port_from + " " + std::to_string(s.master_port) + " is outside 1..65535");
   }
   if (s.world_size > 1 && !master) {
     throw Error("a run of " + std::to_string(s.world_size) +

@@ -45,7 +45,8 @@ struct DdpOptions {
   bool broadcast_buffers = true;  // buffers too are copied from rank 0 at construction
 };
 
-// One bucket: which parameters (indices into the module's parameters()) and how many bytes.
+// One bucket: which parameters (indices into the module's parameters(), frozen and repeated
+// tied ones included in the numbering) and how many bytes.
 struct BucketLayout {
   std::vector<size_t> parameters;
   int64_t bytes = 0;
