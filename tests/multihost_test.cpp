@@ -163,6 +163,8 @@ class MultiHost : public ::testing::Test {
     const auto& env = results.at("environment");
     EXPECT_EQ(env.at("world_size").get<int>(), kHosts);
     EXPECT_EQ(env.at("backend").get<std::string>(), "gloo");
+    // The namespaces share this machine's host name but not an address: four hosts of one rank.
+    EXPECT_EQ(env.at("ranks_on_this_host").get<int>(), 1);
     EXPECT_EQ(results.at("config").at("per_rank_train_batch_size").get<int>(), 32 / kHosts);
     EXPECT_NE(logs.find("master 10.213.0.10:29500"), std::string::npos) << logs;
 
