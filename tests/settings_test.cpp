@@ -237,9 +237,13 @@ TEST(ResolveSettings, UnknownBackend) {
   LaunchFlags f;
   f.backend = "mpi";
   EXPECT_THROW_WITH(resolve_settings(f, Environment{}), dtlab::Error, "--backend mpi");
-  // Whether this LibTorch has NCCL is init_process_group's question, not resolve_settings'.
+  // nccl is a flag error at once when this LibTorch has no NCCL: no rank waits for the others.
   f.backend = "nccl";
+#ifdef USE_C10D_NCCL
   EXPECT_EQ(resolve_settings(f, Environment{}).backend, "nccl");
+#else
+  EXPECT_THROW_WITH(resolve_settings(f, Environment{}), dtlab::Error, "built without NCCL");
+#endif
 }
 
 TEST(ResolveSettings, NonPositiveTimeout) {

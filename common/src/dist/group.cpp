@@ -322,13 +322,19 @@ std::unique_ptr<Group> init_process_group(const Settings& s) {
     store->wait(keys, s.timeout);
   } catch (const std::exception&) {
     std::string missing;
-    for (int r = 0; r < s.world_size; ++r) {
-      bool present = false;
+    bool store_lost = false;
+    for (int r = 0; r < s.world_size && !store_lost; ++r) {
+      if (r == s.rank) continue;  // this rank did arrive
       try {
-        present = store->check({keys[r]});
+        if (!store->check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       } catch (const std::exception&) {
+        store_lost = true;
       }
-      if (!present) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (store_lost) {
+      throw DistError(who + ": rendezvous at " + master + " failed: the master (rank 0) stopped "
+                      "while this rank waited for the others; rank 0's log names the missing rank(s) "
+                      "(did every rank start, with the same --world_size?)");
     }
     throw DistError(who + ": rendezvous at " + master + " timed out after " + seconds_text(s.timeout) +
                     ": rank(s) " + (missing.empty() ? "?" : missing) + " of world size " +

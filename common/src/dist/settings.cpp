@@ -95,6 +95,12 @@ Settings resolve_settings(const LaunchFlags& flags, const Environment& env) {
   if (s.backend != "gloo" && s.backend != "nccl") {
     throw Error("--backend " + s.backend + " is not known: use gloo or nccl");
   }
+#ifndef USE_C10D_NCCL
+  if (s.backend == "nccl") {
+    throw Error("--backend nccl: this LibTorch was built without NCCL (CPU only); use --backend "
+                "gloo, or build dtlab against a CUDA LibTorch (see README, Another LibTorch)");
+  }
+#endif
   if (!(flags.timeout_seconds > 0)) throw Error("--timeout must be positive");
   s.timeout = std::chrono::milliseconds(static_cast<long>(flags.timeout_seconds * 1000));
   s.interface = flags.interface;
