@@ -29,7 +29,7 @@ DP_FLAGS = $(GLUE_FLAGS) --global_batch_size $(BATCH) --master_ip 127.0.0.1 --ma
 DP_TASKS = task2a task2b task3 task4
 
 .PHONY: help setup configure build fixtures demo test task1 task1-solution test-task1 skeletons \
-        bench clean $(DP_TASKS) $(DP_TASKS:%=%-solution) $(DP_TASKS:%=test-%)
+        bench bench-task1 bench-dp clean $(DP_TASKS) $(DP_TASKS:%=%-solution) $(DP_TASKS:%=test-%)
 
 help:
 	@echo "make demo            build, make the fixtures, fine-tune with the reference task 1"
@@ -39,7 +39,9 @@ help:
 	@echo "make test-task1      the tests of task 1 only (ctest -L task1)"
 	@echo "make task2a          YOUR task 2a on WORLD=4 local ranks (also task2b task3 task4, and -solution)"
 	@echo "make test-task2a     the tests of task 2a (also test-task2b test-task3 test-task4)"
-	@echo "make bench           time task 1's training step for tiny/mini/small/base BERT"
+	@echo "make bench           both benchmarks below (about 15 minutes on 2 cores)"
+	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
+	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
 	@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
 	@echo "variables: MODEL DATA LR EPOCHS BATCH SEQ SEED ARGS='--dropout 0' CMAKE_ARGS=..."
 
@@ -85,6 +87,12 @@ skeletons: build
 
 bench: configure
 	cmake --build $(BUILD) --target bench
+
+bench-task1: build
+	$(BUILD)/bench/bench_task1
+
+bench-dp: configure
+	cmake --build $(BUILD) --target bench-dp
 
 clean:
 	rm -rf $(BUILD)
