@@ -584,11 +584,7 @@ int main(int argc, char** argv) {
                    "Use this dtlab-fixtures folder (bert-tiny/, RTE/) instead of generating one");
     app.add_flag("--keep", o.keep, "Keep the temporary folder (fixtures, each run's results.json)");
     app.add_option("--json", o.json, "Also write the figures as JSON to this file ('-': stdout)");
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? dtlab::kExitOk : dtlab::kExitUsage;
-    }
+    if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
     return run(o);
   });
 }

@@ -294,11 +294,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--seed", o.seed, "Seed of the weights and the random batch")->capture_default_str();
     app.add_option("--json", o.json, "Also write the figures as JSON to this file ('-': stdout)");
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? dtlab::kExitOk : dtlab::kExitUsage;
-    }
+    if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
     return run(o);
   });
 }

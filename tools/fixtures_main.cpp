@@ -18,11 +18,7 @@ int main(int argc, char** argv) {
     app.add_option("--hidden_size", o.hidden_size, "Model width")->capture_default_str();
     app.add_option("--num_hidden_layers", o.num_hidden_layers, "Model depth")->capture_default_str();
     app.add_option("--num_attention_heads", o.num_attention_heads, "Attention heads")->capture_default_str();
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? dtlab::kExitOk : dtlab::kExitUsage;
-    }
+    if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
     dtlab::data::write_fixtures(out, o);
     std::printf("wrote %s/bert-tiny (model) and %s/RTE (data)\n", out.c_str(), out.c_str());
     return dtlab::kExitOk;

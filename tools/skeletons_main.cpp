@@ -20,11 +20,7 @@ int main(int argc, char** argv) {
     app.add_option("--solutions", solutions, "Folder of reference solutions")->capture_default_str();
     app.add_option("--tasks", tasks, "Folder of student skeletons")->capture_default_str();
     app.add_flag("--check", check, "Write nothing; exit 1 when tasks/ is out of date");
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? dtlab::kExitOk : dtlab::kExitUsage;
-    }
+    if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
     int stale = 0;
     for (const dtlab::SkeletonFile& f : dtlab::plan_skeletons(solutions, tasks)) {
       const bool same = fs::exists(f.task) && dtlab::io::read_file(f.task) == f.expected;

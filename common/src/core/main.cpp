@@ -1,5 +1,6 @@
 #include "dtlab/core/main.h"
 
+#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
 #include <cstdio>
@@ -30,6 +31,15 @@ int run_main(const char* program, const std::function<int()>& body) {
     std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
     return kExitInternal;
   }
+}
+
+std::optional<int> parse_flags(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  return std::nullopt;
 }
 
 }  // namespace dtlab

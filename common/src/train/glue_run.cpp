@@ -368,11 +368,7 @@ int glue_main(int argc, char** argv, const GlueExercise& exercise) {
     GlueOptions options;
     CLI::App app{"dtlab " + exercise.name + ": fine-tune BERT on a GLUE task (run_glue.py's flags)"};
     add_glue_flags(app, options, exercise.mode);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? kExitOk : kExitUsage;
-    }
+    if (auto stop = parse_flags(app, argc, argv)) return *stop;
     return run_glue(options, exercise);
   });
 }

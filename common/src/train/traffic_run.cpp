@@ -58,11 +58,7 @@ int traffic_main(int argc, char** argv, const std::string& name, const TrafficMo
     add_glue_flags(app, o, GlueMode::kDdp);
     app.add_option("--batch_sizes", batch_sizes, "Global batch sizes to measure")->delimiter(',')
         ->capture_default_str();
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? kExitOk : kExitUsage;
-    }
+    if (auto stop = parse_flags(app, argc, argv)) return *stop;
     o.do_train = true;
     validate(o);
     const dist::Settings settings = dist::resolve_settings(o.launch, dist::launcher_environment());

@@ -2,6 +2,11 @@
 #pragma once
 
 #include <functional>
+#include <optional>
+
+namespace CLI {
+class App;
+}
 
 namespace dtlab {
 
@@ -10,5 +15,9 @@ namespace dtlab {
 //   Error          -> "error: <message>", kExitUsage
 //   anything else  -> "internal error: <what>", kExitInternal (LibTorch's backtrace trimmed)
 int run_main(const char* program, const std::function<int()>& body);
+
+// Parses argv into app. Returns the exit code to stop with when parsing ends the program
+// (kExitOk after --help, kExitUsage after a bad flag, CLI11's message printed), else nullopt.
+std::optional<int> parse_flags(CLI::App& app, int argc, char** argv);
 
 }  // namespace dtlab
