@@ -1,6 +1,7 @@
 // Tasks 2a, 2b and 3 end to end: the data-parallel binaries run as a student runs them, one
-// process per rank on this machine (loopback rendezvous), and compared with task 1's single
-// process on the same global batches.
+// process per rank on this machine (loopback rendezvous). The comparison with single-process
+// training is the grader's (grader/checks_glue.cpp, tested by grader_test and
+// grader_mutants_test); this note says why it must hold.
 //
 // Why the losses must agree: with dropout 0 and the same seed, a data-parallel step sees exactly
 // the examples of task 1's step. The DistributedSampler draws the same permutation on every rank
@@ -15,8 +16,6 @@
 // world size, a wrong shard, an unsynchronised parameter all give >1e-3 within a few steps).
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -30,16 +29,10 @@ namespace fs = std::filesystem;
 using dtlab::ProcessResult;
 using dtlab::run_process;
 using dtlab::test::ChildExit;
-using dtlab::test::describe_ranks;
-using dtlab::test::iteration_losses;
 
 namespace {
 
-constexpr double kRunTimeoutSeconds = 600;  // per run of all ranks; generous, the machine is shared
-constexpr double kTolerance = 1e-5;         // see the comment at the top
-constexpr int kGlobalBatch = 32;
 constexpr int kSteps = 8;
-constexpr int64_t kTrainExamples = 2490;  // the fixture's RTE train.tsv
 
 struct Exercise {
   std::string name;
@@ -54,13 +47,6 @@ const std::vector<Exercise>& exercises() {
       {"task3", DTLAB_TASK3_SOLUTION_BIN, DTLAB_TASK3_BIN},
   };
   return all;
-}
-
-const Exercise& exercise(const std::string& name) {
-  for (const auto& e : exercises()) {
-    if (e.name == name) return e;
-  }
-  throw std::runtime_error("no exercise " + name);
 }
 
 class DataParallel : public ::testing::Test {
@@ -86,150 +72,13 @@ class DataParallel : public ::testing::Test {
             out.string()};
   }
 
-  // Task 1's losses with batch kGlobalBatch: the reference.
-  std::vector<double> task1_losses() {
-    const fs::path out = dir_ / "task1";
-    std::vector<std::string> args = common_flags(DTLAB_TASK1_SOLUTION_BIN, out);
-    args.insert(args.end(), {"--per_gpu_train_batch_size", std::to_string(kGlobalBatch)});
-    const ProcessResult r = run_process(args, kRunTimeoutSeconds);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return r.exit_code == 0 ? iteration_losses(dtlab::io::read_json_file(out / "results.json"))
-                            : std::vector<double>{};
-  }
-
-  // Runs `world` ranks of `binary` on loopback, each with `extra` flags, and returns rank 0's
-  // results.json. Any rank failing is a test failure (with every rank's output).
-  nlohmann::json run_world(const std::string& binary, int world, const std::string& label,
-                           const std::vector<std::string>& extra = {}) {
-    const fs::path out = dir_ / label;
-    const std::string port = std::to_string(dtlab::test::free_port());
-    const auto argv_of = [&](int rank) {
-      std::vector<std::string> args = common_flags(binary, out);
-      args.insert(args.end(), {"--global_batch_size", std::to_string(kGlobalBatch), "--master_ip",
-                               "127.0.0.1", "--master_port", port, "--world_size",
-                               std::to_string(world), "--local_rank", std::to_string(rank)});
-      args.insert(args.end(), extra.begin(), extra.end());
-      return args;
-    };
-    const std::vector<ChildExit> exits =
-        dtlab::test::run_ranks(world, argv_of, dir_ / (label + "-logs"), kRunTimeoutSeconds);
-    bool ok = true;
-    for (const auto& e : exits) ok = ok && e.exit_code == 0;
-    EXPECT_TRUE(ok) << binary << " at world size " << world << ":\n" << describe_ranks(exits);
-    if (!ok) return nlohmann::json();
-    return dtlab::io::read_json_file(out / "results.json");
-  }
-
   fs::path dir_;
 };
 
-// Losses of `got` and `want` agree within `tolerance` on the first `steps` iterations.
-::testing::AssertionResult losses_agree(const std::vector<double>& got, const std::vector<double>& want,
-                                        size_t steps, double tolerance) {
-  if (got.size() < steps || want.size() < steps) {
-    return ::testing::AssertionFailure() << "expected at least " << steps << " iterations, got "
-                                         << got.size() << " and " << want.size();
-  }
-  for (size_t i = 0; i < steps; ++i) {
-    if (!(std::fabs(got[i] - want[i]) <= tolerance)) {
-      return ::testing::AssertionFailure() << "step " << i + 1 << ": loss " << got[i] << " vs task 1's "
-                                           << want[i] << " (difference " << std::fabs(got[i] - want[i])
-                                           << " > " << tolerance << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
-  return d;
-}
-
-// The steps whose global batch is full at every world size: a world size that does not divide
-// the data set makes the DistributedSampler pad (repeat the permutation's start), which changes
-// only the last, partial batch of the epoch, so comparisons stop before it.
-size_t comparable_steps(int64_t examples, int global_batch, size_t steps) {
-  return std::min<size_t>(steps, static_cast<size_t>(examples / global_batch));
-}
-
-class DataParallelEquivalence : public DataParallel,
-                                public ::testing::WithParamInterface<std::string> {};
-
-TEST_P(DataParallelEquivalence, LossesMatchTask1AtWorldSizes1_2_4) {
-  const Exercise& ex = exercise(GetParam());
-  const std::vector<double> want = task1_losses();
-  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
-  // World size 4 does not divide the 2490 examples (the sampler pads each shard to 623), the
-  // uneven case; world size 2 does.
-  static_assert(kTrainExamples % 4 != 0 && kTrainExamples % 2 == 0);
-  const size_t steps = comparable_steps(kTrainExamples, kGlobalBatch, kSteps);
-  for (int world : {1, 2, 4}) {
-    SCOPED_TRACE(ex.name + " at world size " + std::to_string(world));
-    const nlohmann::json results = run_world(ex.solution, world, "w" + std::to_string(world));
-    ASSERT_FALSE(results.is_null());
-    EXPECT_EQ(results.at("environment").at("world_size").get<int>(), world);
-    EXPECT_EQ(results.at("config").at("per_rank_train_batch_size").get<int>(), kGlobalBatch / world);
-    const std::vector<double> got = iteration_losses(results);
-    EXPECT_EQ(got.size(), static_cast<size_t>(kSteps));
-    EXPECT_TRUE(losses_agree(got, want, steps, kTolerance));
-    std::printf("%s world %d: max |loss - task1 loss| = %.3g over %zu steps\n", ex.name.c_str(), world,
-                max_difference(got, want), steps);
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Exercises, DataParallelEquivalence, ::testing::Values("task2a", "task2b", "task3"),
-                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
-
-// DistributedDataParallel broadcasts rank 0's parameters when it wraps the model, so ranks that
-// drew different initial weights still train rank 0's model, which is task 1's (rank 0's seed is
-// the seed).
-TEST_F(DataParallel, Task3BroadcastsInitialWeightsSoInitSeedPerRankStillMatches) {
-  const std::vector<double> want = task1_losses();
-  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
-  const nlohmann::json results = run_world(DTLAB_TASK3_SOLUTION_BIN, 2, "w2", {"--init_seed_per_rank"});
-  ASSERT_FALSE(results.is_null());
-  EXPECT_TRUE(results.at("config").at("init_seed_per_rank").get<bool>());
-  EXPECT_TRUE(losses_agree(iteration_losses(results), want, kSteps, kTolerance));
-}
-
-// Task 2b only averages gradients: ranks that start from different weights stay different, so
-// the mean loss is not task 1's. This pins down that the broadcast above is DDP's doing, and
-// that --init_seed_per_rank really gives the ranks different weights.
-TEST_F(DataParallel, Task2bDoesNotBroadcastSoInitSeedPerRankDiverges) {
-  const std::vector<double> want = task1_losses();
-  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
-  const nlohmann::json results = run_world(DTLAB_TASK2B_SOLUTION_BIN, 2, "w2", {"--init_seed_per_rank"});
-  ASSERT_FALSE(results.is_null());
-  const std::vector<double> got = iteration_losses(results);
-  ASSERT_EQ(got.size(), static_cast<size_t>(kSteps));
-  const double diff = max_difference(got, want);
-  std::printf("task2b --init_seed_per_rank: max |loss - task1 loss| = %.3g\n", diff);
-  EXPECT_GT(diff, 1e-4) << "rank 1's different initial classifier must show in the mean loss";
-}
-
-// Buckets change when gradients are reduced, not what is reduced: a bucket per parameter (a cap
-// of about one byte) and as few buckets as possible (1000 MB) give the same losses, bit for bit
-// (each gradient element is the same sum over the same two ranks either way).
-TEST_F(DataParallel, Task3BucketCapDoesNotChangeTheLosses) {
-  const nlohmann::json tiny = run_world(DTLAB_TASK3_SOLUTION_BIN, 2, "tiny", {"--bucket_cap_mb", "0.000001"});
-  const nlohmann::json huge = run_world(DTLAB_TASK3_SOLUTION_BIN, 2, "huge", {"--bucket_cap_mb", "1000"});
-  ASSERT_FALSE(tiny.is_null());
-  ASSERT_FALSE(huge.is_null());
-  const auto& tiny_buckets = tiny.at("communication").at("ddp_buckets");
-  const auto& huge_buckets = huge.at("communication").at("ddp_buckets");
-  // As in PyTorch, the first bucket (the last parameters) closes at 1 MiB whatever the cap, so
-  // this 2.2 MB model is two buckets under a huge cap; under a tiny cap every later bucket is one
-  // parameter tensor.
-  EXPECT_EQ(huge_buckets.size(), 2u) << huge_buckets.dump();
-  EXPECT_GT(tiny_buckets.size(), 10u) << tiny_buckets.dump();
-  for (size_t b = 1; b < tiny_buckets.size(); ++b) {
-    EXPECT_EQ(tiny_buckets[b].at("parameters").get<int>(), 1) << "bucket " << b;
-  }
-  const std::vector<double> a = iteration_losses(tiny), b = iteration_losses(huge);
-  ASSERT_EQ(a.size(), static_cast<size_t>(kSteps));
-  EXPECT_EQ(a, b);
-}
+// The numbers that must hold (losses equal single-process training at 2 and 4 ranks, the
+// initial broadcast, the bucket cap that changes nothing, the gradients) are the grader's checks;
+// grader_test grades the reference solutions and grader_mutants_test shows each check failing
+// for its bug. This suite keeps what the grader does not look at.
 
 TEST_F(DataParallel, IndivisibleGlobalBatchSizeIsAUsageErrorNamingTheFlag) {
   const std::string port = std::to_string(dtlab::test::free_port());

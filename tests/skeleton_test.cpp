@@ -154,6 +154,9 @@ TEST(CountExerciseRegions, CountsWellFormedBeginMarkers) {
 // tasks/ is generated from solutions/
 
 TEST(SkeletonSync, EveryTaskFileEqualsTheSkeletonOfItsSolution) {
+  if (!fs::is_directory(DTLAB_SOURCE_DIR "/solutions")) {
+    GTEST_SKIP() << "a student release has no solutions/ to compare tasks/ with";
+  }
   const auto plan = dtlab::plan_skeletons(DTLAB_SOURCE_DIR "/solutions", DTLAB_SOURCE_DIR "/tasks");
   EXPECT_FALSE(plan.empty());
   for (const dtlab::SkeletonFile& f : plan) {
@@ -165,6 +168,9 @@ TEST(SkeletonSync, EveryTaskFileEqualsTheSkeletonOfItsSolution) {
 }
 
 TEST(SkeletonSync, EveryTaskSourceHasASolutionTwin) {
+  if (!fs::is_directory(DTLAB_SOURCE_DIR "/solutions")) {
+    GTEST_SKIP() << "a student release has no solutions/ to compare tasks/ with";
+  }
   const fs::path tasks = DTLAB_SOURCE_DIR "/tasks", solutions = DTLAB_SOURCE_DIR "/solutions";
   int seen = 0;
   for (const auto& entry : fs::recursive_directory_iterator(tasks)) {
@@ -178,6 +184,9 @@ TEST(SkeletonSync, EveryTaskSourceHasASolutionTwin) {
 }
 
 TEST(SkeletonSync, EverySolutionFileHasAnExerciseRegion) {
+  if (!fs::is_directory(DTLAB_SOURCE_DIR "/solutions")) {
+    GTEST_SKIP() << "a student release has no solutions/ to compare tasks/ with";
+  }
   for (const dtlab::SkeletonFile& f :
        dtlab::plan_skeletons(DTLAB_SOURCE_DIR "/solutions", DTLAB_SOURCE_DIR "/tasks")) {
     EXPECT_GE(dtlab::count_exercise_regions(dtlab::io::read_file(f.solution)), 1)

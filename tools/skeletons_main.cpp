@@ -1,16 +1,10 @@
 // dtlab-skeletons: writes tasks/ from solutions/ (Note [Exercise regions] in core/skeleton.h),
-// or with --check reports every file of tasks/ that differs from what it would write.
+// or with --check reports every file of tasks/ that differs from what it would write. The same
+// as `grader skeletons`, without the grader.
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
-#include <filesystem>
-
-#include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
 #include "dtlab/core/skeleton.h"
-#include "dtlab/io/file.h"
-
-namespace fs = std::filesystem;
 
 int main(int argc, char** argv) {
   return dtlab::run_main("dtlab-skeletons", [&]() -> int {
@@ -21,23 +15,6 @@ int main(int argc, char** argv) {
     app.add_option("--tasks", tasks, "Folder of student skeletons")->capture_default_str();
     app.add_flag("--check", check, "Write nothing; exit 1 when tasks/ is out of date");
     if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
-    int stale = 0;
-    for (const dtlab::SkeletonFile& f : dtlab::plan_skeletons(solutions, tasks)) {
-      const bool same = fs::exists(f.task) && dtlab::io::read_file(f.task) == f.expected;
-      if (same) continue;
-      if (check) {
-        std::printf("out of date: %s (generated from %s)\n", f.task.c_str(), f.solution.c_str());
-        ++stale;
-      } else {
-        dtlab::io::write_file_atomically(f.task, f.expected);
-        std::printf("wrote %s\n", f.task.c_str());
-      }
-    }
-    if (stale) {
-      std::printf("%d skeleton file(s) differ from solutions/: run `make skeletons` and commit\n", stale);
-      return 1;
-    }
-    if (check) std::printf("tasks/ matches solutions/\n");
-    return dtlab::kExitOk;
+    return dtlab::write_skeletons(solutions, tasks, check);
   });
 }

@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   exercise.mode = dtlab::train::GlueMode::kDistributed;
   exercise.setup = dtlab::task2a::setup;
   exercise.make_sampler = dtlab::task2a::make_sampler;
+  exercise.broadcast_parameters = dtlab::task2a::broadcast_parameters;
   exercise.sync_gradients = dtlab::task2a::sync_gradients;
   return dtlab::train::glue_main(argc, argv, exercise);
 }

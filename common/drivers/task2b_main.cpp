@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   exercise.mode = dtlab::train::GlueMode::kDistributed;
   exercise.setup = dtlab::task2b::setup;
   exercise.make_sampler = dtlab::task2b::make_sampler;
+  exercise.broadcast_parameters = dtlab::task2b::broadcast_parameters;
   exercise.sync_gradients = dtlab::task2b::sync_gradients;
   return dtlab::train::glue_main(argc, argv, exercise);
 }

@@ -12,6 +12,14 @@ std::unique_ptr<dist::Group> setup(const dist::Settings& settings) {
   // END TODO
 }
 
+void broadcast_parameters(torch::nn::Module& model, dist::Group& group) {
+  // BEGIN TODO(task2b): copy rank 0's parameters and buffers to every rank: broadcast each from rank 0 (under torch::NoGradGuard, the copy is not part of training).
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) group.broadcast(p, /*src=*/0, "initial parameters");
+  for (auto& b : model.buffers()) group.broadcast(b, /*src=*/0, "initial buffers");
+  // END TODO
+}
+
 data::SamplerOptions make_sampler(int64_t dataset_size, const dist::Group& group, uint64_t seed) {
   // BEGIN TODO(task2b): return the DistributedSampler options of this rank: dataset_size, the group's size and rank, shuffle on, seed.
   return {dataset_size, group.size(), group.rank(), /*shuffle=*/true, seed};

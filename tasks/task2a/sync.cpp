@@ -12,6 +12,11 @@ std::unique_ptr<dist::Group> setup(const dist::Settings& settings) {
   throw dtlab::NotImplemented("TODO(task2a): set up the process group: join the run described by settings with dist::init_process_group.");
 }
 
+void broadcast_parameters(torch::nn::Module& model, dist::Group& group) {
+  // TODO(task2a): copy rank 0's parameters and buffers to every rank: broadcast each from rank 0 (under torch::NoGradGuard, the copy is not part of training).
+  throw dtlab::NotImplemented("TODO(task2a): copy rank 0's parameters and buffers to every rank: broadcast each from rank 0 (under torch::NoGradGuard, the copy is not part of training).");
+}
+
 data::SamplerOptions make_sampler(int64_t dataset_size, const dist::Group& group, uint64_t seed) {
   // TODO(task2a): return the DistributedSampler options of this rank: dataset_size, the group's size and rank, shuffle on, seed.
   throw dtlab::NotImplemented("TODO(task2a): return the DistributedSampler options of this rank: dataset_size, the group's size and rank, shuffle on, seed.");

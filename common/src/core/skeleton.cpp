@@ -2,6 +2,7 @@
 #include "dtlab/core/skeleton.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <regex>
 #include <sstream>
 
@@ -84,6 +85,28 @@ std::vector<SkeletonFile> plan_skeletons(const fs::path& solutions_dir, const fs
   std::sort(files.begin(), files.end(),
             [](const SkeletonFile& a, const SkeletonFile& b) { return a.solution < b.solution; });
   return files;
+}
+
+int write_skeletons(const std::filesystem::path& solutions_dir, const std::filesystem::path& tasks_dir,
+                    bool check) {
+  int stale = 0;
+  for (const SkeletonFile& f : plan_skeletons(solutions_dir, tasks_dir)) {
+    const bool same = std::filesystem::exists(f.task) && io::read_file(f.task) == f.expected;
+    if (same) continue;
+    if (check) {
+      std::printf("out of date: %s (generated from %s)\n", f.task.c_str(), f.solution.c_str());
+      ++stale;
+    } else {
+      io::write_file_atomically(f.task, f.expected);
+      std::printf("wrote %s\n", f.task.c_str());
+    }
+  }
+  if (stale) {
+    std::printf("%d skeleton file(s) differ from solutions/: run `make skeletons` and commit\n", stale);
+    return 1;
+  }
+  if (check) std::printf("tasks/ matches solutions/\n");
+  return 0;
 }
 
 }  // namespace dtlab

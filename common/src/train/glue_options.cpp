@@ -49,6 +49,10 @@ void add_glue_flags(CLI::App& app, GlueOptions& o, GlueMode mode) {
   app.add_option("--progress_seconds", o.progress_seconds, "Seconds between progress lines")
       ->capture_default_str();
   app.add_flag("--no_save", o.no_save, "Do not write the fine-tuned model to output_dir");
+  app.add_option("--dump_dir", o.dump_dir,
+                 "Grading aid: write each rank's parameters, synchronised gradients and data "
+                 "shard at --dump_step to DIR/rank<r>.safetensors");
+  app.add_option("--dump_step", o.dump_step, "The step --dump_dir records")->capture_default_str();
   if (mode == GlueMode::kSingle) return;
   dist::add_launch_flags(app, o.launch);
   app.add_option("--global_batch_size", o.global_batch_size,
@@ -82,6 +86,7 @@ void validate(const GlueOptions& o) {
   }
   if (o.threads < 0) throw Error("--threads must not be negative");
   if (o.global_batch_size) positive(*o.global_batch_size, "--global_batch_size");
+  positive(o.dump_step, "--dump_step");
   if (!(o.bucket_cap_mb > 0)) throw Error("--bucket_cap_mb must be positive");
   if (!fs::is_directory(o.model_name_or_path)) {
     throw Error("--model_name_or_path " + o.model_name_or_path + " is not a folder: give a "

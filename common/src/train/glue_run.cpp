@@ -18,6 +18,7 @@
 #include "dtlab/report/results.h"
 #include "dtlab/report/timing.h"
 #include "dtlab/tokenizer/bert_tokenizer.h"
+#include "dtlab/train/rank_dump.h"
 #include "dtlab/train/runtime.h"
 #include "dtlab/train/step.h"
 
@@ -49,12 +50,6 @@ nlohmann::json options_json(const GlueOptions& o, int64_t per_rank_batch, int wo
           {"dropout", o.dropout ? nlohmann::json(*o.dropout) : nlohmann::json()},
           {"bucket_cap_mb", o.bucket_cap_mb},
           {"init_seed_per_rank", o.init_seed_per_rank}};
-}
-
-std::string hostname() {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  return name;
 }
 
 int64_t count_parameters(const torch::nn::Module& m) {
@@ -175,8 +170,8 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
   overrides.num_labels = static_cast<int64_t>(task.labels.size());
   model::LoadReport load_report;
   TrainState state;
-  state.model = distributed ? model::from_pretrained(model_dir, overrides, &load_report)
-                            : ex.load_model(model_dir, overrides, &load_report);
+  state.model = ex.load_model ? ex.load_model(model_dir, overrides, &load_report)
+                              : model::from_pretrained(model_dir, overrides, &load_report);
   if (!state.model) throw Error(ex.name + ": load_model returned no model");
   const model::BertConfig& config = state.model->config();
   if (tokenizer.vocab_size() > config.vocab_size) {
@@ -184,6 +179,7 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
                 std::to_string(tokenizer.vocab_size()) + " tokens but config.json's vocab_size is " +
                 std::to_string(config.vocab_size));
   }
+  if (ex.broadcast_parameters) ex.broadcast_parameters(*state.model, *group);
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   if (ex.mode == GlueMode::kDdp) {
     dist::DdpOptions ddp_options;
@@ -213,17 +209,27 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
                  : evaluate(state.model, dev_set, o.per_gpu_eval_batch_size);
   };
 
-  // One step of a distributed exercise: the kit's step with the exercise's synchronisation.
+  // The kit's step, with the exercise's synchronisation (distributed exercises and the
+  // reference run); task 1 brings its own train_step.
+  const bool kit_step = distributed || !ex.train_step;
+  if (!o.dump_dir.empty() && !kit_step) {
+    throw Error("--dump_dir: " + ex.name + " uses its own train_step; the dump needs the kit's step");
+  }
   double comm_seconds = 0;
-  std::function<void()> sync;
-  if (ex.sync_gradients) {
-    sync = [&] {
+  int64_t step = 0;
+  std::vector<int64_t> shard_of_epoch1, batch_indices;
+  auto sync = [&] {
+    if (ex.sync_gradients) {
       report::Stopwatch watch;
       ex.sync_gradients(*state.model, *group);
       comm_seconds = watch.seconds();
-    };
-  }
-  auto distributed_step = [&](const data::Batch& b) {
+    }
+    if (!o.dump_dir.empty() && step + 1 == o.dump_step) {
+      write_rank_dump(o.dump_dir, *state.model,
+                      {rank, world, o.dump_step, batch * world, shard_of_epoch1, batch_indices});
+    }
+  };
+  auto kit_train_step = [&](const data::Batch& b) {
     const float loss = data_parallel_step(state, b, sync);
     if (ddp) comm_seconds = ddp->last_wait_seconds();  // the part that did not overlap backward
     return loss;
@@ -231,7 +237,7 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
 
   const BlasInfo blas = detect_blas();
   const nlohmann::json environment = {
-      {"hostname", hostname()}, {"libtorch", TORCH_VERSION}, {"blas", blas.name},
+      {"hostname", host_name()}, {"libtorch", TORCH_VERSION}, {"blas", blas.name},
       {"blas_library", blas.path}, {"threads", threads}, {"world_size", world},
       {"backend", group ? nlohmann::json(group->backend()) : nlohmann::json()},
       {"launcher", settings.source},
@@ -266,18 +272,20 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
     std::fflush(stdout);
   }
 
-  int64_t step = 0;
   report::Stopwatch since_start, since_progress;
   for (int epoch = 1; epoch <= epochs && o.do_train && step < total_steps; ++epoch) {
     report::Stopwatch epoch_time;
     std::vector<report::IterationRecord> records;
-    for (const auto& indices : data::minibatches(data::shard_indices(sampler, epoch - 1), batch)) {
+    const std::vector<int64_t> shard = data::shard_indices(sampler, epoch - 1);
+    if (epoch == 1) shard_of_epoch1 = shard;
+    for (const auto& indices : data::minibatches(shard, batch)) {
       if (step >= total_steps) break;
+      batch_indices = indices;
       const data::Batch b = data::make_batch(train_set, indices);
       const double lr = state.scheduler->last_lr();
       report::Stopwatch step_time;
       comm_seconds = 0;
-      float loss = distributed ? distributed_step(b) : ex.train_step(state, b);
+      float loss = kit_step ? kit_train_step(b) : ex.train_step(state, b);
       const double seconds = step_time.seconds();
       ++step;
       if (!std::isfinite(loss)) {
@@ -324,7 +332,7 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
     record.train_loss = records.empty() ? 0.0 : loss_sum / double(records.size());
     if (o.do_eval) {
       const int before = evaluations;
-      const EvalResult r = distributed ? state.evaluate() : ex.after_epoch(state, epoch);
+      const EvalResult r = ex.after_epoch ? ex.after_epoch(state, epoch) : state.evaluate();
       if (evaluations == before) {
         throw Error(ex.name + ": after_epoch did not evaluate the model (call state.evaluate())");
       }

@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <sched.h>
+#include <unistd.h>
 #include <torch/version.h>
 
 #include <algorithm>
@@ -81,6 +82,12 @@ std::string describe_runtime() {
          "or select libopenblas0-openmp with update-alternatives";
   }
   return s;
+}
+
+std::string host_name() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
 }
 
 }  // namespace dtlab::train

@@ -2,7 +2,9 @@
 #include "dtlab/train/traffic_run.h"
 
 #include <CLI/CLI.hpp>
+#include <ATen/Parallel.h>
 #include <torch/utils.h>
+#include <torch/version.h>
 
 #include <cmath>
 
@@ -161,7 +163,8 @@ int traffic_main(int argc, char** argv, const std::string& name, const TrafficMo
                  "interface {}; measured: its tx byte counter (headers included)\n", ranks_here, interface);
       const nlohmann::json results = {
           {"schema", "dtlab.results/1"}, {"exercise", name},
-          {"environment", {{"world_size", world}, {"interface", interface}, {"ranks_on_this_host", ranks_here},
+          {"environment", {{"hostname", host_name()}, {"libtorch", TORCH_VERSION}, {"threads", at::get_num_threads()},
+                           {"world_size", world}, {"interface", interface}, {"ranks_on_this_host", ranks_here},
                            {"backend", group->backend()}, {"launcher", settings.source}}},
           {"config", {{"model_name_or_path", o.model_name_or_path}, {"max_seq_length", o.max_seq_length},
                       {"bucket_cap_mb", o.bucket_cap_mb}, {"seed", o.seed}, {"max_steps", o.max_steps}}},

@@ -35,4 +35,9 @@ struct SkeletonFile {
 std::vector<SkeletonFile> plan_skeletons(const std::filesystem::path& solutions_dir,
                                          const std::filesystem::path& tasks_dir);
 
+// Brings tasks_dir up to date with solutions_dir, printing each file it writes; with check,
+// writes nothing and prints each stale file. Returns 0, or 1 when check found stale files.
+int write_skeletons(const std::filesystem::path& solutions_dir, const std::filesystem::path& tasks_dir,
+                    bool check);
+
 }  // namespace dtlab

@@ -5,7 +5,8 @@
 // every rank:
 //
 //   group = setup(settings);                         // once
-//   model = from_pretrained(...)                     // the same seed on every rank
+//   model = from_pretrained(...)
+//   broadcast_parameters(*model, *group);            // every rank starts from rank 0's weights
 //   every epoch: indices = shard_indices(make_sampler(N, *group, seed), epoch)
 //     every minibatch of global_batch / world examples:
 //       forward, loss, backward
@@ -28,6 +29,13 @@ namespace dtlab::task2a {
 // Joins the run described by settings (rank, world size, master, backend, timeout) and returns
 // its process group: dist::init_process_group does the rendezvous.
 std::unique_ptr<dist::Group> setup(const dist::Settings& settings);
+
+// Called once, after the model is loaded and before the optimiser is built: copies rank 0's
+// parameters and buffers to every rank (a broadcast from rank 0 per tensor), so that all
+// copies of the model start equal even when ranks drew different random weights (the fresh
+// classifier of a pretrained checkpoint; try --init_seed_per_rank). Gradients are averaged
+// afterwards, never weights, so copies that start different stay different.
+void broadcast_parameters(torch::nn::Module& model, dist::Group& group);
 
 // Which examples this rank reads: a DistributedSampler over dataset_size examples for this
 // rank of group, shuffled from seed (see data/sampler.h).

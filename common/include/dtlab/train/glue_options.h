@@ -36,6 +36,12 @@ struct GlueOptions {
   double progress_seconds = 10;   // then a progress line at most this often
   bool no_save = false;           // skip writing the fine-tuned model to output_dir
 
+  // Grading aid: at step dump_step, every rank writes DIR/rank<r>.safetensors with its
+  // parameters (before that step's update), its gradients after synchronisation (before
+  // clipping) and the examples it reads (see train/rank_dump.h). Needs the kit's step.
+  std::string dump_dir;
+  int dump_step = 1;
+
   // Distributed exercises only.
   dist::LaunchFlags launch;
   std::optional<int> global_batch_size;  // per-rank batch = global / world size

@@ -16,8 +16,9 @@ namespace dtlab::train {
 
 // The functions an exercise provides (see tasks/T.h for their contracts). kSingle exercises
 // (task1) give load_model, train_step and after_epoch; distributed ones give setup and
-// make_sampler, and sync_gradients (kDistributed) or wrap_model (kDdp); the kit provides the
-// rest.
+// make_sampler, and broadcast_parameters and sync_gradients (kDistributed) or wrap_model
+// (kDdp); the kit provides the rest. A function left empty is the kit's own: the grader's
+// reference run (exercise "reference") is kSingle with all three empty.
 struct GlueExercise {
   std::string name;  // "task1", printed and written to results.json
   GlueMode mode = GlueMode::kSingle;
@@ -30,6 +31,7 @@ struct GlueExercise {
 
   std::function<std::unique_ptr<dist::Group>(const dist::Settings&)> setup;
   std::function<data::SamplerOptions(int64_t, const dist::Group&, uint64_t)> make_sampler;
+  std::function<void(torch::nn::Module&, dist::Group&)> broadcast_parameters;
   std::function<void(torch::nn::Module&, dist::Group&)> sync_gradients;
   std::function<std::unique_ptr<dist::DistributedDataParallel>(
       std::shared_ptr<torch::nn::Module>, dist::Group&, const dist::DdpOptions&)>

@@ -27,4 +27,7 @@ int configure_threads(int requested, int ranks_on_this_host = 1);
 // One line: "BLAS OpenBLAS 0.3.21 (...) | threads 2 | LibTorch 1.13.0".
 std::string describe_runtime();
 
+// This machine's host name (results.json's environment.hostname).
+std::string host_name();
+
 }  // namespace dtlab::train

@@ -1,0 +1,30 @@
+// Writes a rank's parameters, gradients and data shard for the grader, see train/rank_dump.h.
+#include "dtlab/train/rank_dump.h"
+
+#include <torch/types.h>
+
+namespace dtlab::train {
+
+std::filesystem::path rank_dump_path(const std::filesystem::path& dir, int rank) {
+  return dir / ("rank" + std::to_string(rank) + ".safetensors");
+}
+
+void write_rank_dump(const std::filesystem::path& dir, const torch::nn::Module& model,
+                     const RankDump& info) {
+  io::TensorMap tensors;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    const torch::Tensor& p = item.value();
+    tensors["param." + item.key()] = p.detach().clone();
+    if (p.grad().defined()) tensors["grad." + item.key()] = p.grad().detach().clone();
+  }
+  tensors["shard"] = torch::tensor(info.shard, torch::kInt64);
+  tensors["batch"] = torch::tensor(info.batch, torch::kInt64);
+  std::filesystem::create_directories(dir);
+  io::save_safetensors(rank_dump_path(dir, info.rank), tensors,
+                       {{"rank", std::to_string(info.rank)},
+                        {"world_size", std::to_string(info.world_size)},
+                        {"step", std::to_string(info.step)},
+                        {"global_batch_size", std::to_string(info.global_batch_size)}});
+}
+
+}  // namespace dtlab::train
