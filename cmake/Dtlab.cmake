@@ -44,12 +44,24 @@ function(dtlab_task name)
     add_executable(${name}-solution ${driver} ${solution_sources})
     dtlab_target_defaults(${name}-solution)
   endif()
+  # A submission to grade (grader check --submission DIR sets DTLAB_SUBMISSION_DIR): its files
+  # with the same driver, built as submission-T into build/submission/T.
+  if(DTLAB_SUBMISSION_DIR AND IS_DIRECTORY ${DTLAB_SUBMISSION_DIR}/${name})
+    file(GLOB submission_sources CONFIGURE_DEPENDS ${DTLAB_SUBMISSION_DIR}/${name}/*.cpp)
+    add_executable(submission-${name} EXCLUDE_FROM_ALL ${driver} ${submission_sources})
+    dtlab_target_defaults(submission-${name})
+    set_target_properties(submission-${name} PROPERTIES OUTPUT_NAME ${name}
+                          RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/submission)
+  endif()
 endfunction()
 
-# dtlab_test(name LABELS l1 [l2...] [SOURCES extra.cpp...] [TIMEOUT s] [RUN_SERIAL]): tests/name.cpp as a GoogleTest binary
+# dtlab_test(name LABELS l1 [l2...] [SOURCES extra.cpp...] [TIMEOUT s] [RUN_SERIAL] [WHOLE]): tests/name.cpp as a GoogleTest binary
 # whose tests ctest discovers one by one, labelled so that `ctest -L task1` selects them.
+# WHOLE: the suite is one ctest test (one process) instead of one per GoogleTest case: for unit
+# suites whose cases take milliseconds, where starting LibTorch for each case (~0.7 s) would
+# be most of ctest's time. Their output still names every case.
 function(dtlab_test name)
-  cmake_parse_arguments(T "RUN_SERIAL" "TIMEOUT" "LABELS;SOURCES" ${ARGN})
+  cmake_parse_arguments(T "RUN_SERIAL;WHOLE" "TIMEOUT" "LABELS;SOURCES" ${ARGN})
   add_executable(${name} ${name}.cpp ${T_SOURCES})
   dtlab_target_defaults(${name})
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main)
@@ -57,6 +69,11 @@ function(dtlab_test name)
     DTLAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DTLAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
+  endif()
+  if(T_WHOLE)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+    return()
   endif()
   gtest_discover_tests(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} DISCOVERY_TIMEOUT 60)
   # Labels are set after discovery: passed through gtest_discover_tests, a list of labels is

@@ -90,3 +90,21 @@ TEST(Task4, SkeletonStopsAtItsFirstTodo) {
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("TODO(task4): add up the ring cost"), std::string::npos) << r.output;
 }
+
+// The grader's task 4 checks on the reference solution at 4 ranks, a full epoch per batch size
+// (here because the measured check reads loopback's counters, and this suite runs alone).
+TEST(Task4, GraderGivesTheReferenceFullMarks) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grade-task4");
+  const dtlab::ProcessResult r = dtlab::run_process(
+      {DTLAB_GRADER_BIN, "check", "task4", "--solutions", "--results", dir.string(), "--threads", "1"}, 600);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
+  EXPECT_EQ(results.at("tests").size(), 2u);
+  EXPECT_EQ(results.at("score"), results.at("max_score")) << r.output;
+  const nlohmann::json traffic = dtlab::io::read_json_file(dir / "runs/task4-traffic-w4/output/results.json");
+  ASSERT_EQ(traffic.at("traffic").size(), 3u);
+  // Halving the batch doubles the iterations of an epoch, and so the bytes.
+  const auto& rows = traffic.at("traffic");
+  EXPECT_NEAR(rows[1].at("expected_bytes_per_rank").get<double>() / rows[0].at("expected_bytes_per_rank").get<double>(),
+              2.0, 0.05);
+}

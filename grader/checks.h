@@ -1,0 +1,53 @@
+// The checks of every exercise: DESIGN.md's "Numbers that must hold", each run at the world
+// sizes it needs and scored. A check compares against properties and against the kit's own
+// single-process run (dtlab-reference), never against stored reference outputs, so a student
+// release without solutions/ grades itself the same way.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "outcome.h"
+#include "runs.h"
+
+namespace dtlab::grader {
+
+struct CheckSpec {
+  std::string exercise;  // "task2b"
+  std::string id;        // "gradients"
+  std::string title;     // what must hold, as the student reads it
+  double points = 1;
+  std::function<Verdict(Runner&)> run;
+  std::string name() const { return exercise + "/" + id; }
+};
+
+struct CheckOutcome {
+  const CheckSpec* spec = nullptr;
+  Verdict verdict;
+  double seconds = 0;
+  double score() const { return verdict.status == Status::kPassed ? spec->points : 0.0; }
+};
+
+// task1 task2a task2b task3 task4, in the order they are taught.
+const std::vector<std::string>& exercise_names();
+
+// Every check, in order; checks_of one exercise.
+const std::vector<CheckSpec>& all_checks();
+std::vector<const CheckSpec*> checks_of(const std::string& exercise);
+
+// Runs one check; whatever the ranks do, it returns a verdict (an exception of the grader
+// itself becomes an error verdict that says so).
+CheckOutcome run_check(const CheckSpec& check, Runner& runner);
+
+// The checks of each exercise, defined next to the runs they read.
+std::vector<CheckSpec> task1_checks();
+std::vector<CheckSpec> data_parallel_checks(const std::string& exercise);
+std::vector<CheckSpec> task4_checks();
+
+// Tolerances, stated once: the grader's messages and the handouts quote them.
+constexpr double kLossTolerance = 1e-5;      // per-iteration loss vs single-process training
+constexpr double kGradientTolerance = 1e-4;  // max |g - g_full| / max |g_full|
+constexpr double kTrafficLow = 0.95, kTrafficHigh = 1.10;  // measured / expected bytes
+
+}  // namespace dtlab::grader

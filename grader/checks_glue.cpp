@@ -1,0 +1,388 @@
+// The checks of the GLUE exercises: task 1 against the kit's single-process run; task 2a, 2b
+// and 3 against it and against DistributedSampler's and DDP's properties.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <torch/types.h>
+
+#include "checks.h"
+#include "compare.h"
+#include "dtlab/core/error.h"
+
+namespace dtlab::grader {
+namespace {
+
+constexpr int kGlobalBatch = 32;
+constexpr int kLossSteps = 10;
+constexpr int64_t kTrainExamples = 2490;  // the fixture's train.tsv (dtlab-fixtures)
+
+// Dropout off and the same seed: single-process and data-parallel training must then take the
+// same steps. A learning rate at which the fixture learns, so a wrong update shows in the loss,
+// and a clipping norm below the fixture's gradient norms (about 0.36 for the whole batch at
+// step 1), so clipping is active and clipping at the wrong moment shows too.
+constexpr const char* kMaxGradNorm = "0.1";
+
+std::vector<std::string> equivalence_flags(const std::string& exercise, int steps) {
+  std::vector<std::string> f = {"--max_seq_length", "64", "--dropout", "0", "--learning_rate", "3e-4",
+                                "--max_grad_norm", kMaxGradNorm, "--max_steps", std::to_string(steps)};
+  const bool single = exercise == "task1" || exercise == "reference";
+  f.insert(f.end(), {single ? "--per_gpu_train_batch_size" : "--global_batch_size", std::to_string(kGlobalBatch)});
+  return f;
+}
+
+RunRequest reference_request() {
+  return {"reference", "reference", "reference", 1, equivalence_flags("reference", kLossSteps), true};
+}
+
+RunRequest losses_request(const std::string& exercise, int world) {
+  // The kit's step writes the rank dumps; task 1 brings its own step, so it has none.
+  return {fmt::format("{}-losses-w{}", exercise, world), exercise, "losses", world,
+          equivalence_flags(exercise, kLossSteps), exercise != "task1"};
+}
+
+// The kit's own run, or a verdict that says the kit (not the student) failed.
+const Run* reference(Runner& runner, Verdict* failure) {
+  const Run& ref = runner.run(reference_request());
+  if (ref.failure) {
+    *failure = {Status::kError, "the kit's own single-process run failed (a problem of the kit or the machine, "
+                                "not of your code):\n" + ref.failure->message};
+    return nullptr;
+  }
+  return &ref;
+}
+
+std::string show_losses(const std::vector<double>& got, const std::vector<double>& want, size_t n) {
+  std::string out = "  step  yours        single-process\n";
+  for (size_t i = 0; i < n && i < got.size() && i < want.size(); ++i) {
+    out += fmt::format("  {:>4}  {:.7f}  {:.7f}{}\n", i + 1, got[i], want[i],
+                       std::abs(got[i] - want[i]) > kLossTolerance ? "  <- differs" : "");
+  }
+  return out;
+}
+
+// Losses of `run` against the reference's over the first n steps.
+Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string& what,
+                     const std::string& hint_first, const std::string& hint_later) {
+  const std::vector<double> got = iteration_losses(run.results), want = iteration_losses(ref.results);
+  if (got.size() < n) {
+    return {Status::kWrongNumber, fmt::format("{}: results.json has {} iteration(s), expected {}", what, got.size(), n)};
+  }
+  const LossDifference d = compare_losses(got, want, n, kLossTolerance);
+  if (d.first_step < 0) {
+    return {Status::kPassed, fmt::format("{}: the {} losses agree with single-process training (max |diff| {:.2g} "
+                                         "<= {:g})", what, n, d.max_abs, kLossTolerance)};
+  }
+  return {Status::kWrongNumber,
+          fmt::format("{}: the loss of step {} differs from single-process training by more than {:g} "
+                      "(max |diff| {:.3g}). {}\n{}",
+                      what, d.first_step, kLossTolerance, d.max_abs, d.first_step == 1 ? hint_first : hint_later,
+                      show_losses(got, want, n))};
+}
+
+// ---- task 1 ---------------------------------------------------------------------------------
+
+Verdict task1_pretrained(Runner& runner) {
+  Verdict failure;
+  const Run* ref = reference(runner, &failure);
+  if (!ref) return failure;
+  const Run& run = runner.run(losses_request("task1", 1));
+  if (run.failure) return *run.failure;
+  return losses_match(run, *ref, 1, "task1",
+                      "Before any update the loss depends only on the weights: load_model must load "
+                      "the checkpoint's weights (model::from_pretrained with the overrides).",
+                      "");
+}
+
+Verdict task1_steps(Runner& runner) {
+  Verdict failure;
+  const Run* ref = reference(runner, &failure);
+  if (!ref) return failure;
+  const Run& run = runner.run(losses_request("task1", 1));
+  if (run.failure) return *run.failure;
+  return losses_match(run, *ref, kLossSteps, "task1",
+                      "Step 1 already differs: fix load_model first (see the check of the pretrained weights).",
+                      "Step 1 agrees, so the update differs: train_step must do forward, backward, clip to "
+                      "max_grad_norm, optimizer step, schedule step and zero the gradients, in that order.");
+}
+
+Verdict task1_learns(Runner& runner) {
+  const RunRequest request{"task1-learns", "task1", "learning", 1,
+                           {"--max_seq_length", "32", "--learning_rate", "6e-4", "--num_train_epochs", "2",
+                            "--per_gpu_train_batch_size", "32", "--do_eval"}, false};
+  const Run& run = runner.run(request);
+  if (run.failure) return *run.failure;
+  const auto& epochs = run.results.at("epochs");
+  if (epochs.size() != 2) {
+    return {Status::kWrongNumber, fmt::format("task1: 2 epochs asked, results.json has {}", epochs.size())};
+  }
+  for (const auto& e : epochs) {
+    if (e.value("eval_accuracy", nlohmann::json()).is_null()) {
+      return {Status::kWrongNumber, fmt::format("task1: epoch {} has no evaluation: after_epoch must evaluate "
+                                                "(state.evaluate()) and return its result", e.value("epoch", 0))};
+    }
+  }
+  const double accuracy = epochs.back().at("eval_accuracy").get<double>();
+  constexpr double kWant = 0.8;  // measured: 0.708, then 0.935 after 2 epochs
+  if (accuracy < kWant) {
+    return {Status::kWrongNumber,
+            fmt::format("task1: dev accuracy after 2 epochs is {:.3f}, below {:g}: the fixture is learnable at "
+                        "this learning rate, so the model does not learn (is every step applied?)", accuracy, kWant)};
+  }
+  return {Status::kPassed, fmt::format("task1: evaluated after each of 2 epochs; dev accuracy {:.3f}, {:.3f}",
+                                       epochs[0].at("eval_accuracy").get<double>(), accuracy)};
+}
+
+// ---- task 2a, 2b, 3 -------------------------------------------------------------------------
+
+Verdict losses_at(Runner& runner, const std::string& exercise, int world) {
+  Verdict failure;
+  const Run* ref = reference(runner, &failure);
+  if (!ref) return failure;
+  const Run& run = runner.run(losses_request(exercise, world));
+  if (run.failure) return *run.failure;
+  return losses_match(run, *ref, kLossSteps, describe(losses_request(exercise, world)),
+                      "Step 1 already differs, before any update: do all ranks start from the same weights, "
+                      "and does each read its own part of the global batch (make_sampler)?",
+                      "Step 1 agrees, so the update differs: are the gradients averaged over all ranks "
+                      "(summed, then divided by the world size), every gradient, every step?");
+}
+
+Verdict sampler_shards(Runner& runner, const std::string& exercise) {
+  constexpr int kWorld = 4;
+  const Run& run = runner.run(losses_request(exercise, kWorld));
+  if (run.failure) return *run.failure;
+  const auto dumps = load_dumps(run.dump_dir, kWorld);
+  const int64_t per_rank = (kTrainExamples + kWorld - 1) / kWorld;  // DistributedSampler pads
+  std::map<int64_t, std::vector<int>> readers;
+  for (int r = 0; r < kWorld; ++r) {
+    const torch::Tensor shard = dumps[r].at("shard");
+    if (shard.numel() != per_rank) {
+      return {Status::kWrongNumber,
+              fmt::format("{} at 4 ranks: rank {} reads {} examples in an epoch; a DistributedSampler over {} examples "
+                          "gives every rank ceil({} / 4) = {} (make_sampler: the group's size and this rank)",
+                          exercise, r, shard.numel(), kTrainExamples, kTrainExamples, per_rank)};
+    }
+    const auto* p = shard.data_ptr<int64_t>();
+    for (int64_t i = 0; i < shard.numel(); ++i) {
+      if (p[i] < 0 || p[i] >= kTrainExamples) {
+        return {Status::kWrongNumber, fmt::format("{}: rank {} reads example {}, outside 0..{}", exercise, r, p[i],
+                                                  kTrainExamples - 1)};
+      }
+      readers[p[i]].push_back(r);
+    }
+    const int64_t batch = dumps[r].at("batch").numel();
+    if (batch != kGlobalBatch / kWorld) {
+      return {Status::kWrongNumber, fmt::format("{}: rank {}'s minibatch has {} examples; global batch {} / 4 ranks = {}",
+                                                exercise, r, batch, kGlobalBatch, kGlobalBatch / kWorld)};
+    }
+  }
+  std::vector<int64_t> unread, shared;
+  for (int64_t i = 0; i < kTrainExamples; ++i) {
+    const auto it = readers.find(i);
+    if (it == readers.end()) unread.push_back(i);
+    else if (std::set<int>(it->second.begin(), it->second.end()).size() > 1) shared.push_back(i);
+  }
+  // Padding: the sampler repeats the first (per_rank * world - N) positions of its permutation.
+  const int64_t padding = per_rank * kWorld - kTrainExamples;
+  auto first = [](const std::vector<int64_t>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 5; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + (v.size() > 5 ? ", ..." : "");
+  };
+  // Both mistakes at once are common (each rank shuffling its own way): say both.
+  std::string wrong;
+  if (!unread.empty()) {
+    wrong += fmt::format("{} of {} examples are read by no rank in epoch 1 (examples {}): the shards must cover "
+                         "the data set", unread.size(), kTrainExamples, first(unread));
+  }
+  if (static_cast<int64_t>(shared.size()) > padding) {
+    const auto& who = readers.at(shared.front());
+    wrong += fmt::format("{}{} examples are read by more than one rank (example {} by ranks {} and {}); shards must "
+                         "be disjoint (only the {} padding repeats are allowed)", wrong.empty() ? "" : "; and ",
+                         shared.size(), shared.front(), who[0], who[1], padding);
+  }
+  if (!wrong.empty()) {
+    return {Status::kWrongNumber,
+            fmt::format("{} at 4 ranks: {}. make_sampler: num_replicas = the world size, rank = this rank, the same "
+                        "seed on every rank", exercise, wrong)};
+  }
+  return {Status::kPassed, fmt::format("{} at 4 ranks: 4 disjoint shards of {} cover all {} examples ({} padding "
+                                       "repeats); {} examples per rank per step", exercise, per_rank,
+                                       kTrainExamples, padding, kGlobalBatch / kWorld)};
+}
+
+Verdict gradients(Runner& runner, const std::string& exercise) {
+  constexpr int kWorld = 4;
+  Verdict failure;
+  const Run* ref = reference(runner, &failure);
+  if (!ref) return failure;
+  const Run& run = runner.run(losses_request(exercise, kWorld));
+  if (run.failure) return *run.failure;
+  const auto dumps = load_dumps(run.dump_dir, kWorld);
+  const auto full = load_dumps(ref->dump_dir, 1).at(0);
+  for (int r = 1; r < kWorld; ++r) {
+    const Difference d = compare_tensors(dumps[r], dumps[0], "grad.");
+    if (!d.missing.empty()) {
+      return {Status::kWrongNumber, fmt::format("{}: after synchronisation rank {} has no gradient for {} (rank 0 has)",
+                                                exercise, r, d.missing)};
+    }
+    if (d.relative() > 1e-6) {
+      return {Status::kWrongNumber,
+              fmt::format("{} at 4 ranks: after synchronisation rank {}'s gradient of {} differs from rank 0's by "
+                          "{:.3g} (relative {:.2g}): every rank must end with the same averaged gradient",
+                          exercise, r, d.worst, d.max_abs, d.relative())};
+    }
+  }
+  const Difference d = compare_tensors(dumps[0], full, "grad.");
+  if (!d.missing.empty()) {
+    return {Status::kWrongNumber, fmt::format("{}: rank 0 has no gradient for {} after synchronisation", exercise, d.missing)};
+  }
+  if (d.relative() <= kGradientTolerance) {
+    return {Status::kPassed, fmt::format("{} at 4 ranks: every rank holds the same gradient, equal to the full-batch "
+                                         "gradient of one process (max |diff| {:.2g}, relative {:.2g})",
+                                         exercise, d.max_abs, d.relative())};
+  }
+  const double factor = projection_factor(dumps[0], full, "grad.");
+  std::string hint;
+  if (std::abs(factor - kWorld) < 0.05 * kWorld) {
+    hint = fmt::format("They are {:.2f} times the full-batch gradient: the sum over 4 ranks was not divided by the "
+                       "world size.", factor);
+  } else if (std::abs(factor * kWorld - 1) < 0.05) {
+    hint = "They are a quarter of the full-batch gradient: divided by the world size twice, or not summed?";
+  } else {
+    hint = "Are they averaged over all ranks, and only after synchronisation clipped (clipping is the kit's, "
+           "after sync_gradients)?";
+  }
+  return {Status::kWrongNumber,
+          fmt::format("{} at 4 ranks: after synchronisation the gradient of {} differs from the full-batch gradient "
+                      "computed in one process by {:.3g} (relative {:.2g} > {:g}). {}",
+                      exercise, d.worst, d.max_abs, d.relative(), kGradientTolerance, hint)};
+}
+
+Verdict initial_broadcast(Runner& runner, const std::string& exercise) {
+  constexpr int kWorld = 2;
+  Verdict failure;
+  const Run* ref = reference(runner, &failure);
+  if (!ref) return failure;
+  std::vector<std::string> flags = equivalence_flags(exercise, 1);
+  flags.push_back("--init_seed_per_rank");
+  const Run& run = runner.run({exercise + "-broadcast-w2", exercise, "broadcast", kWorld, flags, true});
+  if (run.failure) return *run.failure;
+  const auto dumps = load_dumps(run.dump_dir, kWorld);
+  const auto initial = load_dumps(ref->dump_dir, 1).at(0);
+  const std::string where = exercise == "task3" ? "wrap_model (DistributedDataParallel broadcasts when it wraps)"
+                                                : "broadcast_parameters";
+  const Difference d = compare_tensors(dumps[1], dumps[0], "param.");
+  if (!d.missing.empty() || d.max_abs > 0) {
+    return {Status::kWrongNumber,
+            fmt::format("{} at 2 ranks with --init_seed_per_rank: at step 1 rank 1's {} differs from rank 0's by {:.3g}: "
+                        "every rank must start from rank 0's weights; copy them in {}",
+                        exercise, d.missing.empty() ? d.worst : d.missing, d.max_abs, where)};
+  }
+  const Difference r0 = compare_tensors(dumps[0], initial, "param.");
+  if (!r0.missing.empty() || r0.max_abs > 0) {
+    return {Status::kWrongNumber,
+            fmt::format("{}: the ranks agree at step 1 but not with rank 0's initial weights ({} differs by {:.3g}): "
+                        "broadcast from rank 0, not from another rank", exercise, r0.worst, r0.max_abs)};
+  }
+  return {Status::kPassed, fmt::format("{} at 2 ranks with different initial weights per rank: both start from rank "
+                                       "0's weights", exercise)};
+}
+
+Verdict timing(Runner& runner, const std::string& exercise) {
+  const int iterations = runner.options().timing_iterations;
+  std::string summary;
+  for (int world : {1, 2, 4}) {
+    const RunRequest request{fmt::format("{}-timing-w{}", exercise, world), exercise, "timing", world,
+                             {"--max_seq_length", "128", "--global_batch_size", std::to_string(kGlobalBatch),
+                              "--max_steps", std::to_string(iterations)}, false};
+    const Run& run = runner.run(request);
+    if (run.failure) return *run.failure;
+    const auto& t = run.results.value("timing", nlohmann::json::object());
+    const int count = t.value("count", 0), discarded = t.value("discarded", 0);
+    if (count + discarded != iterations || discarded != 1 || !(t.value("tokens_per_second", 0.0) > 0)) {
+      return {Status::kWrongNumber,
+              fmt::format("{}: {} iterations run but the timing summarises {} (+{} discarded)", describe(request),
+                          iterations, count, discarded)};
+    }
+    summary += fmt::format("\n  {} rank{}: {:.1f} ms/iter (stdev {:.1f}), {:.1f} ms waiting for gradients, {:.0f} tokens/s",
+                           world, world == 1 ? " " : "s", 1e3 * t.value("mean_seconds", 0.0),
+                           1e3 * t.value("stdev_seconds", 0.0), 1e3 * t.value("mean_comm_seconds", 0.0),
+                           t.value("tokens_per_second", 0.0));
+  }
+  return {Status::kPassed, fmt::format("{}: {} iterations at 1, 2 and 4 ranks (first discarded; seq 128, global "
+                                       "batch {}; all ranks on this machine):{}", exercise, iterations, kGlobalBatch, summary)};
+}
+
+// The bucket cap changes when gradients are reduced, not what: the losses must be identical.
+Verdict bucket_sweep(Runner& runner) {
+  const int iterations = runner.options().timing_iterations;
+  std::string summary;
+  std::vector<double> first_losses;
+  size_t previous_buckets = 0;
+  for (const char* cap : {"0.05", "0.25", "1", "25"}) {
+    std::vector<std::string> flags = equivalence_flags("task3", iterations);
+    flags.insert(flags.end(), {"--bucket_cap_mb", cap});
+    const RunRequest request{fmt::format("task3-buckets-{}mb", cap), "task3", "bucket-sweep", 2, flags, false};
+    const Run& run = runner.run(request);
+    if (run.failure) return *run.failure;
+    const size_t buckets = run.results.at("communication").value("ddp_buckets", nlohmann::json::array()).size();
+    if (previous_buckets && buckets > previous_buckets) {
+      return {Status::kWrongNumber, fmt::format("task3: a larger bucket cap ({} MB) gave more buckets ({} > {})", cap,
+                                                buckets, previous_buckets)};
+    }
+    previous_buckets = buckets;
+    const std::vector<double> losses = iteration_losses(run.results);
+    if (first_losses.empty()) first_losses = losses;
+    const LossDifference d = compare_losses(losses, first_losses, losses.size(), 0.0);
+    if (d.first_step > 0) {
+      return {Status::kWrongNumber, fmt::format("task3: with a {} MB bucket cap the loss of step {} differs from the "
+                                                "smallest cap's by {:.3g}; buckets must not change the result", cap,
+                                                d.first_step, d.max_abs)};
+    }
+    const auto& t = run.results.at("timing");
+    summary += fmt::format("\n  cap {:>4} MB: {:>2} bucket(s), {:.1f} ms/iter, {:.1f} ms waiting", cap, buckets,
+                           1e3 * t.value("mean_seconds", 0.0), 1e3 * t.value("mean_comm_seconds", 0.0));
+  }
+  return {Status::kPassed, fmt::format("task3 at 2 ranks: the same losses for every bucket cap:{}", summary)};
+}
+
+}  // namespace
+
+std::vector<CheckSpec> task1_checks() {
+  return {
+      {"task1", "pretrained", "loads the pretrained weights: the loss before any update equals the kit's", 4,
+       task1_pretrained},
+      {"task1", "steps", "every step equals the kit's single-process step (10 steps, dropout 0)", 4, task1_steps},
+      {"task1", "learns", "evaluates after every epoch and learns the fixture (dev accuracy >= 0.8 after 2 epochs)",
+       4, task1_learns},
+  };
+}
+
+std::vector<CheckSpec> data_parallel_checks(const std::string& e) {
+  std::vector<CheckSpec> checks = {
+      {e, "sampler", "data shards are disjoint and cover the data set; per-rank batch = global / world (4 ranks)", 3,
+       [e](Runner& r) { return sampler_shards(r, e); }},
+      {e, "broadcast", "every rank starts from rank 0's weights, even when ranks draw different ones (2 ranks)", 3,
+       [e](Runner& r) { return initial_broadcast(r, e); }},
+      {e, "gradients", "after synchronisation every rank holds the full-batch gradient of one process (4 ranks)", 4,
+       [e](Runner& r) { return gradients(r, e); }},
+      {e, "losses-2", "per-iteration losses equal single-process training within 1e-5 (2 ranks)", 3,
+       [e](Runner& r) { return losses_at(r, e, 2); }},
+      {e, "losses-4", "per-iteration losses equal single-process training within 1e-5 (4 ranks)", 3,
+       [e](Runner& r) { return losses_at(r, e, 4); }},
+      {e, "timing", "times 40 iterations (first discarded) at 1, 2 and 4 ranks", 2,
+       [e](Runner& r) { return timing(r, e); }},
+  };
+  if (e == "task3") {
+    checks.push_back({e, "buckets", "the DDP bucket cap changes the buckets, never the losses (2 ranks)", 2,
+                      [](Runner& r) { return bucket_sweep(r); }});
+  }
+  return checks;
+}
+
+}  // namespace dtlab::grader

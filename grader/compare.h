@@ -1,0 +1,45 @@
+// The numbers the checks compare: rank dumps (train/rank_dump.h) against each other and
+// against the kit's single-process run, and per-iteration losses.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dtlab/io/safetensors.h"
+
+namespace dtlab::grader {
+
+// rank0.safetensors ... rank<world-1>.safetensors of dir; throws dtlab::Error naming a missing
+// or unreadable file.
+std::vector<io::TensorMap> load_dumps(const std::filesystem::path& dir, int world);
+
+struct Difference {
+  double max_abs = 0;     // largest |a - b| over every element of every tensor compared
+  double scale = 0;       // largest |b|: what max_abs is relative to
+  std::string worst;      // the tensor where max_abs is (without the prefix)
+  std::string missing;    // a tensor of b that a lacks (or has another shape), if any
+  double relative() const { return scale > 0 ? max_abs / scale : max_abs; }
+};
+
+// Compares the tensors of a and b whose names start with prefix ("grad.", "param.").
+Difference compare_tensors(const io::TensorMap& a, const io::TensorMap& b, const std::string& prefix);
+
+// <a, b> / <b, b> over the prefixed tensors: the factor a is of b if a is a multiple of b.
+double projection_factor(const io::TensorMap& a, const io::TensorMap& b, const std::string& prefix);
+
+// The "loss" of every record of results["iterations"].
+std::vector<double> iteration_losses(const nlohmann::json& results);
+
+// The index of the first step where |a - b| > tolerance over the first n (-1 when none), and
+// the largest difference.
+struct LossDifference {
+  int first_step = -1;  // from 1
+  double max_abs = 0;
+};
+LossDifference compare_losses(const std::vector<double>& a, const std::vector<double>& b, size_t n,
+                              double tolerance);
+
+}  // namespace dtlab::grader

@@ -1,0 +1,24 @@
+// The grade as Gradescope's autograder reads it (results.json: score, max_score, tests with
+// name/score/max_score/status/output) and as a person reads it (a table on the terminal).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <vector>
+
+#include "checks.h"
+
+namespace dtlab::grader {
+
+nlohmann::json gradescope_json(const std::vector<CheckOutcome>& outcomes, const nlohmann::json& provenance,
+                               double seconds);
+
+// Writes path atomically.
+void write_gradescope(const std::filesystem::path& path, const nlohmann::json& results);
+
+// One line per check (name, points, status, the message's first line), then each failure's
+// whole message, then the total.
+std::string format_table(const std::vector<CheckOutcome>& outcomes);
+
+}  // namespace dtlab::grader

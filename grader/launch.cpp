@@ -1,0 +1,220 @@
+// Rank processes with process groups, per-rank logs and deadlines, see launch.h.
+#include "launch.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <thread>
+
+#include "dtlab/core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace dtlab::grader {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const fs::path& log) {
+  const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) throw Error("cannot write " + log.string() + ": " + std::strerror(errno));
+  int ready[2];  // closes on exec: an empty read means the exec worked
+  if (::pipe2(ready, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own group: a timeout kills the rank and everything it started
+    const int in = ::open("/dev/null", O_RDONLY);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    const int err = errno;
+    (void)!::write(ready[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here, so the group exists before we might kill it
+  ::close(ready[1]);
+  ::close(out);
+  int err = 0;
+  const ssize_t n = ::read(ready[0], &err, sizeof err);
+  ::close(ready[0]);
+  if (n > 0) {
+    ::waitpid(pid, nullptr, 0);
+    throw Error("cannot start " + argv[0] + ": " + std::strerror(err));
+  }
+  return pid;
+}
+
+// Copies what was appended to a file since the last call to stdout.
+struct Follower {
+  fs::path path;
+  std::streamoff offset = 0;
+  void pump() {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return;
+    in.seekg(offset);
+    std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    offset += static_cast<std::streamoff>(chunk.size());
+    std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+    std::fflush(stdout);
+  }
+};
+
+}  // namespace
+
+bool LaunchResult::all_ok() const {
+  for (const auto& r : ranks) {
+    if (r.killed || r.signal || r.exit_code != 0) return false;
+  }
+  return !ranks.empty();
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !a.empty() && a.find_first_not_of(
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos;
+    out += plain ? a : "'" + replace_all(a, "'", "'\\''") + "'";
+  }
+  return out;
+}
+
+std::vector<std::string> rank_command(const LaunchSpec& spec, int rank, int port) {
+  std::vector<std::string> argv = {spec.binary.string()};
+  for (const auto& a : spec.args) {
+    std::string v = replace_all(a, "{rank}", std::to_string(rank));
+    v = replace_all(v, "{world}", std::to_string(spec.world_size));
+    v = replace_all(v, "{master}", spec.master);
+    v = replace_all(v, "{port}", std::to_string(port));
+    argv.push_back(v);
+  }
+  if (spec.hosts.empty()) return argv;
+  // Another host: the same path there (a shared file system or the same checkout), run from the
+  // same folder; BatchMode so a missing key fails instead of asking for a password.
+  return {"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", spec.hosts.at(rank),
+          "cd " + shell_join({fs::current_path().string()}) + " && exec " + shell_join(argv)};
+}
+
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw Error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    throw Error(std::string("cannot find a free port: ") + std::strerror(errno));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string tail_lines(const fs::path& path, int lines) {
+  std::ifstream in(path);
+  std::deque<std::string> last;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    last.push_back(line);
+    if (static_cast<int>(last.size()) > lines) last.pop_front();
+  }
+  std::string out;
+  for (const auto& l : last) out += l + "\n";
+  return out;
+}
+
+LaunchResult launch_ranks(const LaunchSpec& spec) {
+  if (spec.world_size < 1) throw Error("world size must be at least 1");
+  if (!spec.hosts.empty() && static_cast<int>(spec.hosts.size()) != spec.world_size) {
+    throw Error("--hosts names " + std::to_string(spec.hosts.size()) + " host(s) for " +
+                std::to_string(spec.world_size) + " ranks: give one host per rank");
+  }
+  if (spec.hosts.empty() && !fs::exists(spec.binary)) {
+    throw Error(spec.binary.string() + " does not exist (was it built? `make build`)");
+  }
+  fs::create_directories(spec.log_dir);
+  LaunchResult result;
+  result.port = spec.port ? spec.port : free_local_port();
+  const auto start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+
+  std::vector<pid_t> pids;
+  for (int r = 0; r < spec.world_size; ++r) {
+    RankExit e;
+    e.rank = r;
+    e.log = spec.log_dir / ("rank" + std::to_string(r) + ".log");
+    try {
+      pids.push_back(spawn(rank_command(spec, r, result.port), e.log));
+    } catch (...) {
+      for (pid_t p : pids) ::kill(-p, SIGKILL);
+      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+      throw;
+    }
+    result.ranks.push_back(e);
+  }
+
+  Follower follow{result.ranks[0].log};
+  std::vector<bool> done(pids.size(), false);
+  size_t remaining = pids.size();
+  double first_failure = -1;
+  while (remaining > 0) {
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (done[r]) continue;
+      int status = 0;
+      if (::waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+      done[r] = true;
+      --remaining;
+      RankExit& e = result.ranks[r];
+      e.seconds = elapsed();
+      if (WIFEXITED(status)) e.exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+      if ((e.exit_code != 0 || e.signal) && first_failure < 0) first_failure = e.seconds;
+      ::kill(-pids[r], SIGKILL);  // anything the rank left behind in its group
+    }
+    if (spec.echo_rank0) follow.pump();
+    if (remaining == 0) break;
+    const double now = elapsed();
+    const bool past_deadline = now >= spec.timeout_seconds;
+    const bool past_grace = first_failure >= 0 && now >= first_failure + spec.grace_seconds;
+    if (past_deadline || past_grace) {
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (done[r]) continue;
+        ::kill(-pids[r], SIGKILL);
+        ::waitpid(pids[r], nullptr, 0);
+        done[r] = true;
+        result.ranks[r].killed = true;
+        result.ranks[r].seconds = now;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (spec.echo_rank0) follow.pump();
+  result.seconds = elapsed();
+  return result;
+}
+
+}  // namespace dtlab::grader

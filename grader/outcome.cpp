@@ -1,0 +1,119 @@
+// Turning how the ranks ended into one verdict, see outcome.h.
+#include "outcome.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "dtlab/core/error.h"
+
+namespace dtlab::grader {
+namespace {
+
+// The first line of a rank's log that contains `needle`, else "".
+std::string find_line(const std::filesystem::path& log, const std::string& needle) {
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) != std::string::npos) return line;
+  }
+  return "";
+}
+
+std::string indent(const std::string& text) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    out += "    " + text.substr(start, end == std::string::npos ? std::string::npos : end - start) + "\n";
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string last_words(const RankExit& r) {
+  return fmt::format("  last lines of rank {}'s log ({}):\n{}", r.rank, r.log.string(), indent(tail_lines(r.log, 6)));
+}
+
+std::string how_others_ended(const LaunchResult& launch, int except) {
+  std::string out;
+  for (const auto& r : launch.ranks) {
+    if (r.rank == except) continue;
+    std::string how = r.killed ? "killed (still running)"
+                    : r.signal ? fmt::format("killed by signal {} ({})", r.signal, strsignal(r.signal))
+                               : fmt::format("exit code {}", r.exit_code);
+    out += fmt::format("{}rank {}: {}", out.empty() ? "" : ", ", r.rank, how);
+  }
+  return out.empty() ? "" : "  (" + out + ")\n";
+}
+
+}  // namespace
+
+const char* status_name(Status status) {
+  switch (status) {
+    case Status::kPassed: return "passed";
+    case Status::kWrongNumber: return "wrong number";
+    case Status::kNotImplemented: return "not implemented";
+    case Status::kCrash: return "crash";
+    case Status::kHang: return "hang";
+    case Status::kError: return "error";
+    case Status::kBuildFailed: return "build failed";
+  }
+  return "?";
+}
+
+std::optional<Verdict> diagnose(const LaunchResult& launch, const std::string& what) {
+  if (launch.all_ok()) return std::nullopt;
+  // The root cause first: a TODO, then a rank that died, then one that hung; the errors of the
+  // ranks that waited for it are consequences.
+  for (const auto& r : launch.ranks) {
+    if (r.exit_code == kExitNotImplemented) {
+      std::string todo = find_line(r.log, "TODO(");
+      const size_t at = todo.find("TODO(");
+      if (at != std::string::npos) todo = todo.substr(at);
+      return Verdict{Status::kNotImplemented,
+                     fmt::format("{}: not implemented yet: {} (rank {}, {})", what, todo, r.rank, r.log.string())};
+    }
+  }
+  for (const auto& r : launch.ranks) {
+    if (r.signal) {
+      return Verdict{Status::kCrash,
+                     fmt::format("{}: rank {} crashed: killed by signal {} ({}) after {:.1f} s\n{}{}", what, r.rank,
+                                 r.signal, strsignal(r.signal), r.seconds, last_words(r),
+                                 how_others_ended(launch, r.rank))};
+    }
+  }
+  for (const auto& r : launch.ranks) {
+    if (r.exit_code == kExitInternal) {
+      return Verdict{Status::kCrash, fmt::format("{}: rank {} crashed with an internal error (exit code 1)\n{}{}",
+                                                 what, r.rank, last_words(r), how_others_ended(launch, r.rank))};
+    }
+  }
+  for (const auto& r : launch.ranks) {
+    if (r.killed) {
+      bool others_failed = false;
+      for (const auto& o : launch.ranks) others_failed |= !o.killed && o.exit_code != 0;
+      return Verdict{Status::kHang,
+                     fmt::format("{}: rank {} hung: still running after {:.0f} s{} and killed; a rank that "
+                                 "never reaches a collective (an endless loop, a sleep, a wait on the "
+                                 "wrong rank) stops everyone\n{}{}",
+                                 what, r.rank, r.seconds,
+                                 others_failed ? ", after the other ranks had given up waiting for it" : "",
+                                 last_words(r), how_others_ended(launch, r.rank))};
+    }
+  }
+  for (const auto& r : launch.ranks) {
+    if (r.exit_code != 0) {
+      std::string line = find_line(r.log, ": error: ");
+      if (line.empty()) line = find_line(r.log, ": distributed error: ");
+      if (line.empty()) line = tail_lines(r.log, 1);
+      while (!line.empty() && line.back() == '\n') line.pop_back();
+      return Verdict{Status::kError, fmt::format("{}: rank {} stopped with exit code {}: {}\n{}", what, r.rank,
+                                                 r.exit_code, line, how_others_ended(launch, r.rank))};
+    }
+  }
+  return Verdict{Status::kError, what + ": the run failed"};
+}
+
+}  // namespace dtlab::grader

@@ -1,0 +1,65 @@
+// The runs the checks look at: one exercise binary at one world size with one set of flags,
+// launched with launch_ranks into RESULTS/runs/<id>/ (rank logs, results.json, rank dumps,
+// run.json). A run is made once and shared by every check that reads it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch.h"
+#include "outcome.h"
+
+namespace dtlab::grader {
+
+struct GradeOptions {
+  std::filesystem::path fixtures;     // bert-tiny/ and RTE/
+  std::filesystem::path results_dir;  // where runs/ and results.json go
+  // exercise -> binary; "reference" is the kit's own single-process run (dtlab-reference).
+  std::map<std::string, std::filesystem::path> binaries;
+  int timing_iterations = 40;         // DESIGN: 40 iterations, the first discarded
+  double collective_timeout = 30;     // --timeout of every rank
+  double run_timeout = 300;           // a whole run, then its ranks are killed
+  int threads = 0;                    // --threads of every rank (0: the kit's default)
+};
+
+// The GLUE settings of the checks: the fixture, seed 42, a global batch of 32.
+struct RunRequest {
+  std::string id;        // folder name under runs/
+  std::string exercise;  // a key of GradeOptions::binaries
+  std::string purpose;   // what the run is for: "losses", "timing", ... (the report reads it)
+  int world = 1;
+  std::vector<std::string> flags;  // added to the common ones
+  bool dump = false;               // --dump_dir runs/<id>/dump (step 1)
+};
+
+struct Run {
+  std::string id;
+  std::filesystem::path dir;
+  LaunchResult launch;
+  std::optional<Verdict> failure;  // how the launch failed, if it did
+  nlohmann::json results;          // rank 0's results.json, null when missing
+  std::filesystem::path dump_dir;
+};
+
+class Runner {
+ public:
+  explicit Runner(GradeOptions options);
+  const GradeOptions& options() const { return options_; }
+  bool has_binary(const std::string& exercise) const { return options_.binaries.count(exercise) > 0; }
+  // Runs the request (once per id) and returns it; never throws for what the ranks do.
+  const Run& run(const RunRequest& request);
+
+ private:
+  GradeOptions options_;
+  std::map<std::string, Run> done_;
+};
+
+// "task2b at 4 ranks" / "task1".
+std::string describe(const RunRequest& request);
+
+}  // namespace dtlab::grader

@@ -1,0 +1,24 @@
+// Building a submission: a student's tasks/ (or a folder holding task1/ ... task4/) compiled
+// against this build's library and drivers, as extra targets submission-T of the same CMake
+// build (DTLAB_SUBMISSION_DIR), so only the student's files and a link are new work.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtlab::grader {
+
+struct SubmissionBuild {
+  std::map<std::string, std::filesystem::path> binaries;  // exercise -> built binary
+  std::map<std::string, std::string> failures;            // exercise -> why it did not build
+};
+
+// The folder whose subfolders are task1/, task2a/, ...: DIR/tasks when it exists, else DIR.
+std::filesystem::path submission_tasks_root(const std::filesystem::path& submission);
+
+SubmissionBuild build_submission(const std::filesystem::path& submission, const std::vector<std::string>& exercises,
+                                 const std::filesystem::path& source_dir, const std::filesystem::path& build_dir);
+
+}  // namespace dtlab::grader

@@ -1,0 +1,144 @@
+// The grader end to end, as an instructor and a student run it: full marks on the reference
+// solutions, zero on the untouched skeletons with each check naming its TODO, provenance on the
+// grade, the student release, and a submission folder built and graded.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "dtlab/core/subprocess.h"
+#include "dtlab/io/file.h"
+#include "dtlab/io/json_file.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using dtlab::ProcessResult;
+using dtlab::run_process;
+
+namespace {
+
+// Timing runs are short here (the demo times 40 iterations) and every rank has one thread, as
+// other suites run beside this one; everything else is as graded.
+const std::vector<std::string> kQuick = {"--timing-iterations", "4", "--timeout", "20", "--threads", "1"};
+
+ProcessResult grade(std::vector<std::string> args, double timeout = 600) {
+  args.insert(args.begin(), DTLAB_GRADER_BIN);
+  return run_process(args, timeout);
+}
+
+nlohmann::json test_named(const nlohmann::json& results, const std::string& check) {
+  for (const auto& t : results.at("tests")) {
+    if (t.at("extra_data").at("check") == check) return t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(Grader, ListsEveryExerciseAndItsChecks) {
+  const ProcessResult r = grade({"list"}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* needle : {"task1", "task2a", "task2b", "task3", "task4", "gradients", "sampler", "broadcast",
+                             "losses-4", "buckets", "measured", "points"}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << " missing from:\n" << r.output;
+  }
+}
+
+TEST(Grader, AnUnknownExerciseIsAUsageErrorNamingTheChoices) {
+  const ProcessResult r = grade({"check", "task9"}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no exercise 'task9'"), std::string::npos) << r.output;
+}
+
+// Task 4's measurement reads the machine-wide loopback counters, so it is graded in task4_test,
+// which runs alone.
+TEST(Grader, ReferenceSolutionsScoreFullMarksWithProvenance) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grade-solutions");
+  std::vector<std::string> args = {"check", "task1,task2a,task2b,task3", "--solutions", "--results", dir.string()};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  const ProcessResult r = grade(args, 900);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
+  EXPECT_GT(results.at("max_score").get<double>(), 0);
+  EXPECT_EQ(results.at("score"), results.at("max_score")) << r.output;
+  EXPECT_EQ(results.at("tests").size(), 22u);
+  for (const auto& t : results.at("tests")) {
+    EXPECT_EQ(t.at("status"), "passed") << t.dump(2);
+    EXPECT_EQ(t.at("score"), t.at("max_score"));
+  }
+  const auto& p = results.at("extra_data").at("provenance");
+  for (const char* key : {"commit", "libtorch", "backend", "hostname", "cpu", "cores", "seed", "date"}) {
+    EXPECT_TRUE(p.contains(key)) << key;
+  }
+  EXPECT_EQ(p.at("submission"), "reference solutions");
+  // Every run the checks made is kept, with its rank logs and what it was for.
+  for (const char* run : {"reference", "task2b-losses-w4", "task3-timing-w4", "task3-buckets-0.25mb"}) {
+    EXPECT_TRUE(fs::exists(dir / "runs" / run / "run.json")) << run;
+    EXPECT_TRUE(fs::exists(dir / "runs" / run / "rank0.log")) << run;
+  }
+  // The report renders from what the grading wrote.
+  const ProcessResult report = grade({"report", "--results", dir.string()}, 300);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_TRUE(fs::exists(dir / "report" / "report.html"));
+}
+
+TEST(Grader, UntouchedSkeletonsScoreZeroAndEveryCheckNamesItsTodo) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grade-skeletons");
+  std::vector<std::string> args = {"check", "all", "--results", dir.string()};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  const ProcessResult r = grade(args, 600);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
+  EXPECT_EQ(results.at("score").get<double>(), 0.0);
+  for (const auto& t : results.at("tests")) {
+    const std::string check = t.at("extra_data").at("check");
+    const std::string exercise = check.substr(0, check.find('/'));
+    EXPECT_EQ(t.at("extra_data").at("outcome"), "not implemented") << t.dump(2);
+    EXPECT_NE(t.at("output").get<std::string>().find("TODO(" + exercise + ")"), std::string::npos) << t.dump(2);
+  }
+}
+
+TEST(Grader, ReleaseHasNoSolutionsAndKeepsEverythingElse) {
+  const fs::path out = dtlab::test::fresh_temp_dir("release") / "kit";
+  const ProcessResult r = grade({"release", "--out", out.string()}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(out / "solutions"));
+  EXPECT_FALSE(fs::exists(out / "tests" / "mutants"));
+  for (const char* kept : {"CMakeLists.txt", "Makefile", "README.md", "tasks/task2b/sync.cpp", "grader/main.cpp",
+                           "common/include/dtlab/tasks/task2b.h", "handouts/task2b.md", "scripts/setup.sh",
+                           "plots/timing.gp", "tests/data/grade-sample/results.json"}) {
+    EXPECT_TRUE(fs::exists(out / kept)) << kept;
+  }
+  EXPECT_EQ(dtlab::io::read_file(out / "tasks/task2b/sync.cpp"),
+            dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "tasks/task2b/sync.cpp"));
+  // Refuses to write over something.
+  const ProcessResult again = grade({"release", "--out", out.string()}, 120);
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("not empty"), std::string::npos) << again.output;
+}
+
+// A class's submission is a folder: it is built against this build (only its files compile)
+// and graded; an exercise that does not compile fails its checks with the compiler's words.
+TEST(Grader, BuildsAndGradesASubmissionFolder) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grade-submission");
+  const fs::path submission = dir / "student" / "tasks";
+  fs::create_directories(submission / "task4");
+  fs::create_directories(submission / "task1");
+  fs::copy_file(fs::path(DTLAB_SOURCE_DIR) / "solutions/task4/traffic.cpp", submission / "task4/traffic.cpp");
+  std::ofstream(submission / "task1/train.cpp") << "this is not C++\n";
+  std::vector<std::string> args = {"check", "all", "--submission", (dir / "student").string(),
+                                   "--results", (dir / "grade").string(), "--only", "model,steps,gradients"};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  const ProcessResult r = grade(args, 900);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "grade" / "results.json");
+  EXPECT_EQ(results.at("tests").size(), 5u) << "task1/steps, task2a/task2b/task3 gradients, task4/model";
+  EXPECT_EQ(test_named(results, "task4/model").at("status"), "passed") << r.output;
+  const nlohmann::json task1 = test_named(results, "task1/steps");
+  EXPECT_EQ(task1.at("extra_data").at("outcome"), "build failed");
+  EXPECT_NE(task1.at("output").get<std::string>().find("error"), std::string::npos) << task1.dump(2);
+  const nlohmann::json task2a = test_named(results, "task2a/gradients");
+  EXPECT_NE(task2a.at("output").get<std::string>().find("no "), std::string::npos) << task2a.dump(2);
+}

@@ -1,0 +1,258 @@
+// `grader report` on the stored results folder tests/data/grade-sample (made by
+// tests/data/make_grade_sample.sh from the reference solutions): every figure drawn with its data
+// and provenance, missing inputs said out loud, bad folders refused with the path named.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+
+#include "dtlab/core/error.h"
+#include "dtlab/io/file.h"
+#include "dtlab/io/json_file.h"
+#include "report.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using dtlab::grader::render_report;
+using dtlab::grader::ReportOptions;
+using dtlab::grader::ReportSummary;
+using nlohmann::json;
+
+namespace {
+
+const fs::path kSample = fs::path(DTLAB_SOURCE_DIR) / "tests" / "data" / "grade-sample";
+const fs::path kPlots = fs::path(DTLAB_SOURCE_DIR) / "plots";
+const std::vector<std::string> kFigures = {"timing", "losses", "traffic", "sweep"};
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+size_t count(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// A private copy of the stored folder, so a test can break it and the report lands in scratch.
+fs::path copy_sample(const std::string& name) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("report-" + name) / "results";
+  fs::copy(kSample, dir, fs::copy_options::recursive);
+  fs::remove_all(dir / "report");  // in case someone rendered into the stored folder
+  return dir;
+}
+
+ReportSummary render(const fs::path& results) {
+  ReportOptions o;
+  o.results_dir = results;
+  o.plots_dir = kPlots;
+  return render_report(o);
+}
+
+std::string joined(const std::vector<std::string>& notes) {
+  std::string s;
+  for (const std::string& n : notes) s += n + "\n";
+  return s;
+}
+
+json run_results(const fs::path& results, const std::string& run) {
+  return dtlab::io::read_json_file(results / "runs" / run / "results.json");
+}
+
+}  // namespace
+
+TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
+  const fs::path results = copy_sample("all");
+  const ReportSummary s = render(results);
+  EXPECT_TRUE(s.notes.empty()) << joined(s.notes);
+  EXPECT_EQ(s.markdown, results / "report" / "report.md");
+  EXPECT_EQ(s.html, results / "report" / "report.html");
+  ASSERT_EQ(s.figures.size(), kFigures.size());
+  // What each figure must show: its series' names as gnuplot writes them into the SVG.
+  const std::map<std::string, std::vector<std::string>> series = {
+      {"timing", {"task2a: whole iteration", "task2b: communication", "task3: whole iteration"}},
+      {"losses", {"reference (1 rank)", "task2a (4 ranks)", "task2b (4 ranks)", "task3 (4 ranks)"}},
+      {"traffic", {"expected", "measured", "156 steps", "×1.00"}},
+      {"sweep", {"6 buckets", "waiting for gradient buckets"}}};
+  const std::string md = dtlab::io::read_file(s.markdown);
+  for (const std::string& name : kFigures) {
+    const fs::path svg = results / "report" / "figures" / (name + ".svg");
+    EXPECT_NE(std::find(s.figures.begin(), s.figures.end(), svg), s.figures.end()) << svg;
+    ASSERT_TRUE(fs::is_regular_file(svg)) << svg;
+    EXPECT_GT(fs::file_size(svg), 10'000u) << svg;
+    EXPECT_FALSE(fs::exists(svg.string() + ".partial"));
+    const std::string text = dtlab::io::read_file(svg);
+    EXPECT_TRUE(contains(text, "<svg")) << svg;
+    for (const std::string& label : series.at(name)) EXPECT_TRUE(contains(text, label)) << svg << ": " << label;
+    EXPECT_TRUE(fs::is_regular_file(results / "report" / "data" / (name + ".dat"))) << name;
+    EXPECT_TRUE(contains(md, "](figures/" + name + ".svg)")) << name;
+  }
+  for (int n = 1; n <= 4; ++n) EXPECT_TRUE(contains(md, fmt::format("**Figure {}. ", n))) << n;
+
+  // The HTML stands alone: the four SVGs pasted in, no XML prologue, no links to the files.
+  const std::string html = dtlab::io::read_file(s.html);
+  EXPECT_EQ(count(html, "<svg"), 4u);
+  EXPECT_FALSE(contains(html, "<?xml"));
+  EXPECT_FALSE(contains(html, "figures/"));
+  EXPECT_TRUE(contains(html, "id=\"fig2-gnuplot_canvas\""));  // ids made unique per figure
+
+  // Scores and tables carry the numbers of the runs, read independently here.
+  const json top = dtlab::io::read_json_file(results / "results.json");
+  for (const json& test : top["tests"]) {
+    EXPECT_TRUE(contains(md, test["name"].get<std::string>())) << test["name"];
+    EXPECT_TRUE(contains(html, test["name"].get<std::string>())) << test["name"];
+  }
+  const json t = run_results(results, "task3-timing-w2")["timing"];
+  const std::string row = fmt::format("| task3 | 2 | {:.1f} ± {:.1f} | {:.1f} | {:.0f} |", t["mean_seconds"].get<double>() * 1e3,
+                                      t["stdev_seconds"].get<double>() * 1e3,
+                                      t["mean_comm_seconds"].get<double>() * 1e3, t["tokens_per_second"].get<double>());
+  EXPECT_TRUE(contains(md, row)) << row;
+  const json traffic = run_results(results, "task4-traffic-w4")["traffic"][2];
+  const std::string traffic_row = fmt::format(
+      "| {} | {} | {:.1f} | {:.1f} | {:.4f} |", traffic["global_batch_size"].get<int>(), traffic["iterations"].get<int>(),
+      traffic["expected_bytes_this_host"].get<double>() / 1e6, traffic["measured_tx_bytes"].get<double>() / 1e6,
+      traffic["ratio_measured_to_expected"].get<double>());
+  EXPECT_TRUE(contains(md, traffic_row)) << traffic_row;
+
+  // Figure 2's caption: the largest |loss - reference| of task2b, computed here from the runs.
+  const json ref = run_results(results, "reference-w1")["iterations"];
+  const json dp = run_results(results, "task2b-losses-w4")["iterations"];
+  double diff = 0;
+  for (size_t i = 0; i < ref.size(); ++i)
+    diff = std::max(diff, std::abs(dp[i]["loss"].get<double>() - ref[i]["loss"].get<double>()));
+  EXPECT_TRUE(contains(md, fmt::format("task2b (4 ranks) {:.2g} over {} steps", diff, ref.size()))) << diff;
+}
+
+TEST(Report, EveryFigureCarriesItsProvenance) {
+  const fs::path results = copy_sample("provenance");
+  const ReportSummary s = render(results);
+  const json p = dtlab::io::read_json_file(results / "results.json")["extra_data"]["provenance"];
+  const std::vector<std::string> facts = {
+      "dtlab " + p["commit"].get<std::string>(), "LibTorch " + p["libtorch"].get<std::string>(),
+      p["backend"].get<std::string>(), "seed " + p["seed"].dump(),
+      fmt::format("{}: {} cores, {}", p["hostname"].get<std::string>(), p["cores"].get<int>(), p["cpu"].get<std::string>())};
+  const std::map<std::string, std::string> ranks = {
+      {"timing", "1, 2, 4 ranks"}, {"losses", "1, 4 ranks"}, {"traffic", "· 4 ranks ·"}, {"sweep", "· 2 ranks ·"}};
+  for (const std::string& name : kFigures) {
+    const std::string svg = dtlab::io::read_file(results / "report" / "figures" / (name + ".svg"));
+    for (const std::string& fact : facts) EXPECT_TRUE(contains(svg, fact)) << name << ": " << fact;
+    EXPECT_TRUE(contains(svg, ranks.at(name))) << name;
+  }
+  // And in every caption of both documents.
+  for (const fs::path& doc : {s.markdown, s.html}) {
+    const std::string text = dtlab::io::read_file(doc);
+    EXPECT_EQ(count(text, "Provenance:"), 4u) << doc;
+    EXPECT_GE(count(text, facts.back()), 4u) << doc;
+  }
+}
+
+TEST(Report, SaysWhichFigureIsMissingAndWhy) {
+  const fs::path results = copy_sample("missing");
+  for (const std::string run : {"task2a", "task2b", "task3"})
+    for (int world : {1, 2, 4}) fs::remove_all(results / "runs" / fmt::format("{}-timing-w{}", run, world));
+  fs::remove_all(results / "runs" / "task4-traffic-w4");
+  const ReportSummary s = render(results);
+
+  ASSERT_EQ(s.figures.size(), 2u);
+  EXPECT_FALSE(fs::exists(results / "report" / "figures" / "timing.svg"));
+  EXPECT_FALSE(fs::exists(results / "report" / "figures" / "traffic.svg"));
+  const std::string notes = joined(s.notes);
+  EXPECT_TRUE(std::regex_search(notes, std::regex("Figure 1 .* left out: no finished timing runs")) ) << notes;
+  EXPECT_TRUE(std::regex_search(notes, std::regex("Figure 3 .* left out: no finished traffic run")) ) << notes;
+  EXPECT_TRUE(contains(notes, (results / "runs").string())) << notes;
+  const std::string md = dtlab::io::read_file(s.markdown), html = dtlab::io::read_file(s.html);
+  EXPECT_TRUE(contains(md, "**Figure 1 (Time per iteration vs number of ranks) left out:** no finished timing runs"));
+  EXPECT_TRUE(contains(md, "**Figure 3 (Network traffic: expected vs measured) left out:**"));
+  EXPECT_FALSE(contains(md, "figures/timing.svg"));
+  EXPECT_TRUE(contains(md, "figures/losses.svg"));
+  EXPECT_EQ(count(html, "<svg"), 2u);
+  EXPECT_TRUE(contains(html, "<b>Figure 1 (Time per iteration vs number of ranks) left out:</b>"));
+}
+
+TEST(Report, LeavesOutARunThatDidNotFinishAndSaysSo) {
+  const fs::path results = copy_sample("failed-run");
+  const fs::path run = results / "runs" / "task3-bucket-cap25-w2";
+  json record = dtlab::io::read_json_file(run / "run.json");
+  record["outcome"] = "timeout";
+  dtlab::io::write_json_file(run / "run.json", record);
+  fs::remove(run / "results.json");
+  // A finished run whose results.json went missing is said too.
+  fs::remove(results / "runs" / "task3-bucket-cap0.1-w2" / "results.json");
+  const ReportSummary s = render(results);
+
+  const std::string notes = joined(s.notes);
+  EXPECT_TRUE(contains(notes, "run task3-bucket-cap25-w2 (task3, bucket-sweep) did not finish (outcome \"timeout\")"))
+      << notes;
+  EXPECT_TRUE(contains(notes, (results / "runs" / "task3-bucket-cap0.1-w2" / "results.json").string())) << notes;
+  EXPECT_EQ(s.figures.size(), 4u);  // the sweep is drawn from the caps that remain
+  const std::string md = dtlab::io::read_file(s.markdown);
+  EXPECT_FALSE(contains(md, "| 25 | 2 | 2 |"));
+  EXPECT_TRUE(contains(md, "| 5 | 2 | 2 |"));
+  EXPECT_TRUE(contains(md, "did not finish"));  // the notes are in the report too
+  const std::string data = dtlab::io::read_file(results / "report" / "data" / "sweep.dat");
+  EXPECT_FALSE(contains(data, "cap25"));
+  EXPECT_TRUE(contains(data, "cap5-w2"));
+}
+
+TEST(Report, FindsARunsResultsJsonInItsOutputFolder) {
+  // `grader check` points a run's --output_dir at runs/<id>/output/.
+  const fs::path results = copy_sample("output-folder");
+  const fs::path run = results / "runs" / "task4-traffic-w4";
+  fs::create_directories(run / "output");
+  fs::rename(run / "results.json", run / "output" / "results.json");
+  const ReportSummary s = render(results);
+  EXPECT_TRUE(s.notes.empty()) << joined(s.notes);
+  EXPECT_EQ(s.figures.size(), 4u);
+}
+
+TEST(Report, NoResultsJsonIsAnErrorNamingThePath) {
+  const fs::path empty = dtlab::test::fresh_temp_dir("report-empty");
+  EXPECT_THROW_WITH(render(empty), dtlab::Error, (empty / "results.json").string());
+  EXPECT_FALSE(fs::exists(empty / "report"));
+
+  const fs::path garbage = dtlab::test::fresh_temp_dir("report-garbage");
+  dtlab::io::write_file_atomically(garbage / "results.json", "{\"score\": 3,\n  oops\n");
+  EXPECT_THROW_WITH(render(garbage), dtlab::Error, (garbage / "results.json").string() + ":2:");
+
+  dtlab::io::write_file_atomically(garbage / "results.json", "[1, 2]\n");
+  EXPECT_THROW_WITH(render(garbage), dtlab::Error, (garbage / "results.json").string());
+}
+
+TEST(Report, ABrokenTemplateIsAnErrorWithGnuplotsOutput) {
+  const fs::path results = copy_sample("broken-template");
+  const fs::path plots = results.parent_path() / "plots";
+  fs::copy(kPlots, plots);
+  std::ofstream(plots / "traffic.gp", std::ios::app) << "plot no_such_function(x)\n";
+  ReportOptions o;
+  o.results_dir = results;
+  o.plots_dir = plots;
+  EXPECT_THROW_WITH(render_report(o), dtlab::Error, "no_such_function");
+  EXPECT_THROW_WITH(render_report(o), dtlab::Error, (plots / "traffic.gp").string());
+  EXPECT_FALSE(fs::exists(results / "report" / "figures" / "traffic.svg.partial"));
+
+  o.plots_dir = results;  // no templates there
+  EXPECT_THROW_WITH(render_report(o), dtlab::Error, (results / "timing.gp").string());
+}
+
+TEST(Report, EscapesTextAndHonoursOutDir) {
+  const fs::path results = copy_sample("escape");
+  json top = dtlab::io::read_json_file(results / "results.json");
+  top["tests"][0]["name"] = "task2a: <script>alert(1)</script> & a | pipe";
+  dtlab::io::write_json_file(results / "results.json", top);
+  ReportOptions o;
+  o.results_dir = results;
+  o.out_dir = results.parent_path() / "elsewhere";
+  o.plots_dir = kPlots;
+  const ReportSummary s = render_report(o);
+  EXPECT_EQ(s.html, o.out_dir / "report.html");
+  EXPECT_FALSE(fs::exists(results / "report"));
+  const std::string html = dtlab::io::read_file(s.html), md = dtlab::io::read_file(s.markdown);
+  EXPECT_TRUE(contains(html, "task2a: &lt;script&gt;alert(1)&lt;/script&gt; &amp; a | pipe"));
+  EXPECT_FALSE(contains(html, "<script>"));
+  EXPECT_TRUE(contains(md, "\\<script\\>alert(1)\\</script\\> & a \\| pipe"));
+}
