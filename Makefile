@@ -28,11 +28,23 @@ DP_FLAGS = $(GLUE_FLAGS) --global_batch_size $(BATCH) --master_ip 127.0.0.1 --ma
   --world_size $(WORLD) --local_rank {rank}
 DP_TASKS = task2a task2b task3 task4
 
+# The grader: `make check-task2b` grades your tasks/task2b; `make check` every exercise.
+GRADER    = $(BUILD)/grader/grader
+EXERCISES = task1 task2a task2b task3 task4
+GRADE     ?= $(OUT)/grade
+GRADE_ARGS ?=
+# The demo grades the reference solutions; in a student release (no solutions/) your own code.
+DEMO_WHAT := $(if $(wildcard solutions),--solutions,)
+
 .PHONY: help setup configure build fixtures demo test task1 task1-solution test-task1 skeletons \
-        bench bench-task1 bench-dp clean $(DP_TASKS) $(DP_TASKS:%=%-solution) $(DP_TASKS:%=test-%)
+        bench bench-task1 bench-dp clean check report release $(EXERCISES:%=check-%) \
+        $(DP_TASKS) $(DP_TASKS:%=%-solution) $(DP_TASKS:%=test-%)
 
 help:
-	@echo "make demo            build, make the fixtures, fine-tune with the reference task 1"
+	@echo "make demo            build, grade the reference solutions with 4 local ranks, render the report"
+	@echo "make check-task2b    grade YOUR tasks/task2b (also check-task1 ... check-task4); make check: all"
+	@echo "make report          render the figures and report of the last grading ($(GRADE)/report)"
+	@echo "make release OUT_KIT=DIR  write the student kit (no solutions) to DIR (instructors)"
 	@echo "make test            build and run every test (ctest)"
 	@echo "make task1           build and run YOUR task 1 (tasks/task1) on the fixtures"
 	@echo "make task1-solution  the same with the reference solution"
@@ -74,7 +86,24 @@ $(DP_TASKS) $(DP_TASKS:%=%-solution): fixtures
 $(DP_TASKS:%=test-%): build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L $(@:test-%=%)
 
-demo: task1-solution
+# Grades everything, then renders the report even when a check failed, and exits with the
+# grading's status.
+demo: build
+	@status=0; $(GRADER) check all $(DEMO_WHAT) --results $(GRADE) $(GRADE_ARGS) || status=$$?; \
+	  $(GRADER) report --results $(GRADE) && exit $$status
+
+check: build
+	$(GRADER) check all --results $(GRADE) $(GRADE_ARGS)
+
+$(EXERCISES:%=check-%): build
+	$(GRADER) check $(@:check-%=%) --results $(GRADE) $(GRADE_ARGS)
+
+report:
+	$(GRADER) report --results $(GRADE)
+
+release: build
+	@test -n "$(OUT_KIT)" || { echo "make release OUT_KIT=DIR: name the new folder"; exit 2; }
+	$(GRADER) release --out $(OUT_KIT)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -83,7 +112,7 @@ test-task1: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L task1
 
 skeletons: build
-	$(BUILD)/tools/dtlab-skeletons --solutions solutions --tasks tasks
+	$(GRADER) skeletons
 
 bench: configure
 	cmake --build $(BUILD) --target bench

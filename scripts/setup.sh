@@ -12,6 +12,10 @@
 #   libfmt-dev                              formatted output
 #   libutf8proc-dev                         Unicode categories and normalisation for the tokenizer
 #   libgtest-dev                            the test suites
+#   gnuplot-nox fonts-liberation            the report's figures (SVG through cairo), with a
+#                                           clean sans-serif font
+#   git                                     provenance of every grade (the commit) and the
+#                                           student release (the tracked files)
 #
 # Why OpenBLAS's OpenMP build: Debian's LibTorch calls the system libblas.so.3, which on a fresh
 # machine is the reference BLAS, many times slower on the matrix products that dominate a
@@ -21,7 +25,8 @@
 set -euo pipefail
 
 packages=(g++ make cmake ninja-build pkg-config libtorch-dev libopenblas0-openmp libcli11-dev
-          libgloo-dev nlohmann-json3-dev libfmt-dev libutf8proc-dev libgtest-dev)
+          libgloo-dev nlohmann-json3-dev libfmt-dev libutf8proc-dev libgtest-dev
+          gnuplot-nox fonts-liberation git)
 
 missing=()
 for p in "${packages[@]}"; do
