@@ -42,7 +42,7 @@ void write_gradescope(const std::filesystem::path& path, const nlohmann::json& r
 }
 
 std::string format_table(const std::vector<CheckOutcome>& outcomes) {
-  std::string out = fmt::format("{:<20} {:>7}  {:<16} {}\n", "check", "points", "result", "");
+  std::string out = fmt::format("{:<20} {:>7}  {:<16} {}\n", "check", "points", "result", "what must hold");
   double score = 0, max_score = 0;
   for (const auto& o : outcomes) {
     score += o.score();

@@ -12,6 +12,7 @@
 #include "dtlab/core/main.h"
 #include "dtlab/core/skeleton.h"
 #include "dtlab/core/subprocess.h"
+#include "folder_lock.h"
 #include "gradescope.h"
 #include "launch.h"
 #include "provenance.h"
@@ -99,8 +100,14 @@ int check(const CheckFlags& f) {
   if (f.solutions && !has_solutions()) {
     throw Error("--solutions: this kit has no solutions/ folder (a student release); grade your own tree instead");
   }
+  for (const auto& id : f.only) {
+    bool known = false;
+    for (const auto& e : exercises) {
+      for (const CheckSpec* c : checks_of(e)) known |= c->id == id;
+    }
+    if (!known) throw Error("--only " + id + ": no such check of " + f.which + " (see `grader list`)");
+  }
   GradeOptions options;
-  options.fixtures = ensure_fixtures();
   options.results_dir = f.results;
   options.timing_iterations = f.timing_iterations;
   options.collective_timeout = f.timeout;
@@ -109,12 +116,31 @@ int check(const CheckFlags& f) {
   options.binaries["reference"] = kBuildDir / "grader" / "dtlab-reference";
 
   std::string submission = f.solutions ? "reference solutions" : "your tasks/ (" + (kSourceDir / "tasks").string() + ")";
-  std::map<std::string, std::string> build_failures;
+  fs::create_directories(options.results_dir);
+  const FolderLock lock(options.results_dir);  // one grading per results folder (and build/)
+  // The runs of an earlier grading would mix into this one's report.
+  fs::remove_all(options.results_dir / "runs");
+  fs::remove_all(options.results_dir / "report");
+
+  // Past the flags, whatever fails still ends in a results.json: as the verdict of every check.
+  std::map<std::string, Verdict> setup_failures;
+  auto fail_all = [&](Status status, const std::string& why) {
+    for (const auto& e : exercises) setup_failures.emplace(e, Verdict{status, why});
+  };
+  try {
+    options.fixtures = ensure_fixtures();
+  } catch (const Error& e) {
+    fail_all(Status::kError, std::string("the grader could not make its fixtures: ") + e.what());
+  }
   if (!f.submission.empty()) {
     submission = "submission " + fs::absolute(f.submission).string();
-    const SubmissionBuild build = build_submission(f.submission, exercises, kSourceDir, kBuildDir);
-    options.binaries.insert(build.binaries.begin(), build.binaries.end());
-    build_failures = build.failures;
+    try {
+      const SubmissionBuild build = build_submission(f.submission, exercises, kSourceDir, kBuildDir);
+      options.binaries.insert(build.binaries.begin(), build.binaries.end());
+      for (const auto& [e, why] : build.failures) setup_failures.emplace(e, Verdict{Status::kBuildFailed, why});
+    } catch (const Error& e) {
+      fail_all(Status::kBuildFailed, e.what());
+    }
   } else {
     for (const auto& e : exercises) options.binaries[e] = exercise_binary(e, f.solutions);
   }
@@ -126,7 +152,6 @@ int check(const CheckFlags& f) {
     submission = "binaries given with --use-binary";
   }
 
-  fs::create_directories(options.results_dir);
   const nlohmann::json provenance = collect_provenance(kSourceDir, submission);
   fmt::print("grader: checking {} of {} (results in {})\n", fmt::join(exercises, ", "), submission,
              options.results_dir.string());
@@ -135,20 +160,13 @@ int check(const CheckFlags& f) {
   std::vector<CheckOutcome> outcomes;
   const fs::path results_path = options.results_dir / "results.json";
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  for (const auto& id : f.only) {
-    bool known = false;
-    for (const auto& e : exercises) {
-      for (const CheckSpec* c : checks_of(e)) known |= c->id == id;
-    }
-    if (!known) throw Error("--only " + id + ": no such check of " + f.which + " (see `grader list`)");
-  }
   for (const auto& e : exercises) {
     for (const CheckSpec* c : checks_of(e)) {
       if (!f.only.empty() && std::find(f.only.begin(), f.only.end(), c->id) == f.only.end()) continue;
       CheckOutcome outcome;
-      if (auto it = build_failures.find(e); it != build_failures.end()) {
+      if (auto it = setup_failures.find(e); it != setup_failures.end()) {
         outcome.spec = c;
-        outcome.verdict = {Status::kBuildFailed, it->second};
+        outcome.verdict = it->second;
       } else {
         outcome = run_check(*c, runner);
       }

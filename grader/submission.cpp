@@ -8,6 +8,7 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/core/subprocess.h"
+#include "folder_lock.h"
 
 namespace fs = std::filesystem;
 
@@ -46,6 +47,7 @@ SubmissionBuild build_submission(const fs::path& submission, const std::vector<s
     else build.failures[e] = fmt::format("the submission has no {}/ folder", (root / e).string());
   }
   if (present.empty()) return build;
+  const FolderLock lock(build_dir, /*wait_seconds=*/1800);  // submissions build one at a time
   fmt::print("grader: building {} from {}\n", fmt::join(present, ", "), root.string());
   std::fflush(stdout);
   const ProcessResult configure = run_process({"cmake", "-S", source_dir.string(), "-B", build_dir.string(),

@@ -74,7 +74,7 @@ TEST(Grader, ReferenceSolutionsScoreFullMarksWithProvenance) {
   }
   EXPECT_EQ(p.at("submission"), "reference solutions");
   // Every run the checks made is kept, with its rank logs and what it was for.
-  for (const char* run : {"reference", "task2b-losses-w4", "task3-timing-w4", "task3-buckets-0.25mb"}) {
+  for (const char* run : {"reference-w1", "task2b-losses-w4", "task3-timing-w4", "task3-bucket-cap0.25-w2"}) {
     EXPECT_TRUE(fs::exists(dir / "runs" / run / "run.json")) << run;
     EXPECT_TRUE(fs::exists(dir / "runs" / run / "rank0.log")) << run;
   }
