@@ -34,10 +34,13 @@ endfunction()
 
 # dtlab_task(T): builds `T` from tasks/T and `T-solution` from solutions/T, both with the driver
 # common/drivers/T_main.cpp. `make T` builds and runs the student's version.
+# The driver is compiled once (the object library driver-T) and linked into each of them.
 function(dtlab_task name)
   file(GLOB student_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tasks/${name}/*.cpp)
   file(GLOB solution_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/solutions/${name}/*.cpp)
-  set(driver ${PROJECT_SOURCE_DIR}/common/drivers/${name}_main.cpp)
+  add_library(driver-${name} OBJECT ${PROJECT_SOURCE_DIR}/common/drivers/${name}_main.cpp)
+  dtlab_target_defaults(driver-${name})
+  set(driver $<TARGET_OBJECTS:driver-${name}>)
   add_executable(${name} ${driver} ${student_sources})
   dtlab_target_defaults(${name})
   if(solution_sources)
