@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 namespace dtlab::grader {
 
 bool left_out_of_release(const std::string& path) {
-  for (const char* prefix : {"solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp"}) {
+  for (const char* prefix : {"solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/"}) {
     if (path.rfind(prefix, 0) == 0) return true;
   }
   return false;

@@ -1,6 +1,7 @@
 // The student release: the kit as students get it, written from this checkout, never copied
-// by hand. Every tracked file except the reference solutions and the tests that contain
-// solution code (the grader's mutants); tasks/ holds the generated skeletons.
+// by hand. Every tracked file except the reference solutions, the tests that contain solution
+// code (the grader's mutants) and the benchmarks (they time the solutions); tasks/ holds the
+// generated skeletons.
 #pragma once
 
 #include <filesystem>

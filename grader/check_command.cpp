@@ -1,0 +1,115 @@
+// grader check: runs the checks of the chosen exercises, prints the table and writes Gradescope's
+// results.json after every check.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "checks.h"
+#include "commands.h"
+#include "dtlab/core/error.h"
+#include "folder_lock.h"
+#include "gradescope.h"
+#include "provenance.h"
+#include "submission.h"
+
+namespace fs = std::filesystem;
+
+namespace dtlab::grader {
+
+
+int check_command(const CheckFlags& f) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string> exercises = selected_exercises(f.which);
+  if (f.solutions && !f.submission.empty()) throw Error("--solutions and --submission: give one of them");
+  if (f.solutions && !has_solutions()) {
+    throw Error("--solutions: this kit has no solutions/ folder (a student release); grade your own tree instead");
+  }
+  for (const auto& id : f.only) {
+    bool known = false;
+    for (const auto& e : exercises) {
+      for (const CheckSpec* c : checks_of(e)) known |= c->id == id;
+    }
+    if (!known) throw Error("--only " + id + ": no such check of " + f.which + " (see `grader list`)");
+  }
+  GradeOptions options;
+  options.results_dir = f.results;
+  options.timing_iterations = f.timing_iterations;
+  options.collective_timeout = f.timeout;
+  options.run_timeout = f.run_timeout;
+  options.threads = f.threads;
+  options.binaries["reference"] = kBuildDir / "grader" / "dtlab-reference";
+
+  std::string submission = f.solutions ? "reference solutions" : "your tasks/ (" + (kSourceDir / "tasks").string() + ")";
+  fs::create_directories(options.results_dir);
+  const FolderLock lock(options.results_dir);  // one grading per results folder (and build/)
+  // The runs of an earlier grading would mix into this one's report.
+  fs::remove_all(options.results_dir / "runs");
+  fs::remove_all(options.results_dir / "report");
+
+  // Past the flags, whatever fails still ends in a results.json: as the verdict of every check.
+  std::map<std::string, Verdict> setup_failures;
+  auto fail_all = [&](Status status, const std::string& why) {
+    for (const auto& e : exercises) setup_failures.emplace(e, Verdict{status, why});
+  };
+  try {
+    options.fixtures = ensure_fixtures();
+  } catch (const Error& e) {
+    fail_all(Status::kError, std::string("the grader could not make its fixtures: ") + e.what());
+  }
+  if (!f.submission.empty()) {
+    submission = "submission " + fs::absolute(f.submission).string();
+    try {
+      const SubmissionBuild build = build_submission(f.submission, exercises, kSourceDir, kBuildDir);
+      options.binaries.insert(build.binaries.begin(), build.binaries.end());
+      for (const auto& [e, why] : build.failures) setup_failures.emplace(e, Verdict{Status::kBuildFailed, why});
+    } catch (const Error& e) {
+      fail_all(Status::kBuildFailed, e.what());
+    }
+  } else {
+    for (const auto& e : exercises) options.binaries[e] = exercise_binary(e, f.solutions);
+  }
+  for (const auto& spec : f.use_binaries) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos) throw Error("--use-binary " + spec + ": write EXERCISE=PATH");
+    selected_exercises(spec.substr(0, eq));
+    options.binaries[spec.substr(0, eq)] = spec.substr(eq + 1);
+    submission = "binaries given with --use-binary";
+  }
+
+  const nlohmann::json provenance = collect_provenance(kSourceDir, submission);
+  fmt::print("grader: checking {} of {} (results in {})\n", fmt::join(exercises, ", "), submission,
+             options.results_dir.string());
+  std::fflush(stdout);
+  Runner runner(options);
+  std::vector<CheckOutcome> outcomes;
+  const fs::path results_path = options.results_dir / "results.json";
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  for (const auto& e : exercises) {
+    for (const CheckSpec* c : checks_of(e)) {
+      if (!f.only.empty() && std::find(f.only.begin(), f.only.end(), c->id) == f.only.end()) continue;
+      CheckOutcome outcome;
+      if (auto it = setup_failures.find(e); it != setup_failures.end()) {
+        outcome.spec = c;
+        outcome.verdict = it->second;
+      } else {
+        outcome = run_check(*c, runner);
+      }
+      fmt::print("  {:<20} {:<16} {:5.1f} s\n", c->name(), status_name(outcome.verdict.status), outcome.seconds);
+      std::fflush(stdout);
+      outcomes.push_back(outcome);
+      // After every check, so an interrupted grading still leaves what it found.
+      write_gradescope(results_path, gradescope_json(outcomes, provenance, elapsed()));
+    }
+  }
+  fmt::print("\n{}", format_table(outcomes));
+  fmt::print("results: {}\n", results_path.string());
+  for (const auto& o : outcomes) {
+    if (o.verdict.status != Status::kPassed) return 1;
+  }
+  return 0;
+}
+
+}  // namespace dtlab::grader

@@ -1,0 +1,47 @@
+// The grader's subcommands, each in its own file; main.cpp parses the flags into these.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dtlab::grader {
+
+struct CheckFlags {
+  std::string which;
+  std::string submission;
+  bool solutions = false;
+  std::vector<std::string> use_binaries;  // T=PATH
+  std::vector<std::string> only;          // check ids; empty: every check
+  std::string results = "out/grade";
+  int timing_iterations = 40;  // DESIGN.md
+  double timeout = 30, run_timeout = 300;
+  int threads = 0;
+};
+
+struct RunFlags {
+  std::string exercise;
+  int world = 4;
+  std::string hosts;
+  bool solutions = false;
+  bool print_commands = false;
+  int port = 29500;
+  std::string out = "out/run";
+  double run_timeout = 3600;
+  std::vector<std::string> extra;
+};
+
+int list_command();                       // list_command.cpp
+int check_command(const CheckFlags& f);   // check_command.cpp
+int run_command(const RunFlags& f);       // run_command.cpp
+
+// Where this build's kit is (kit.cpp): the source tree and the build tree it was built from.
+extern const std::filesystem::path kSourceDir;
+extern const std::filesystem::path kBuildDir;
+bool has_solutions();
+std::filesystem::path exercise_binary(const std::string& exercise, bool solutions);
+std::filesystem::path ensure_fixtures();  // the offline fixture, made once by dtlab-fixtures
+// "all", one exercise, or several separated by commas, in the order they are taught.
+std::vector<std::string> selected_exercises(const std::string& which);
+
+}  // namespace dtlab::grader

@@ -1,0 +1,23 @@
+// grader list: the exercises, their checks and points.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "checks.h"
+#include "commands.h"
+
+namespace dtlab::grader {
+
+int list_command() {
+  double total = 0;
+  for (const auto& e : exercise_names()) {
+    fmt::print("{}\n", e);
+    for (const CheckSpec* c : checks_of(e)) {
+      fmt::print("  {:<11} {:>2g} pt  {}\n", c->id, c->points, c->title);
+      total += c->points;
+    }
+  }
+  fmt::print("\n{:g} points. `grader check T` runs the checks of T; `grader check all` all of them.\n", total);
+  return 0;
+}
+
+}  // namespace dtlab::grader
