@@ -104,7 +104,7 @@ int check_command(const CheckFlags& f) {
       write_gradescope(results_path, gradescope_json(outcomes, provenance, elapsed()));
     }
   }
-  fmt::print("\n{}", format_table(outcomes));
+  fmt::print("\n{}", format_table(outcomes, provenance));
   fmt::print("results: {}\n", results_path.string());
   for (const auto& o : outcomes) {
     if (o.verdict.status != Status::kPassed) return 1;

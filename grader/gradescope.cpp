@@ -41,7 +41,14 @@ void write_gradescope(const std::filesystem::path& path, const nlohmann::json& r
   io::write_json_file(path, results);
 }
 
-std::string format_table(const std::vector<CheckOutcome>& outcomes) {
+std::string describe_provenance(const nlohmann::json& p) {
+  return fmt::format("commit {}{}, LibTorch {} {}, seed {}, {} ({} cores, {}), {}", p.value("commit", "unknown"),
+                     p.value("dirty", false) ? " (dirty)" : "", p.value("libtorch", "?"), p.value("backend", "?"),
+                     p.value("seed", 0), p.value("hostname", "?"), p.value("cores", 0), p.value("cpu", "?"),
+                     p.value("date", "?"));
+}
+
+std::string format_table(const std::vector<CheckOutcome>& outcomes, const nlohmann::json& provenance) {
   std::string out = fmt::format("{:<20} {:>7}  {:<16} {}\n", "check", "points", "result", "what must hold");
   double score = 0, max_score = 0;
   for (const auto& o : outcomes) {
@@ -57,7 +64,7 @@ std::string format_table(const std::vector<CheckOutcome>& outcomes) {
     any_failed = true;
     out += fmt::format("\n{} ({}):\n  {}\n", o.spec->name(), status_name(o.verdict.status), o.verdict.message);
   }
-  out += fmt::format("\nscore: {:g} / {:g}\n", score, max_score);
+  out += fmt::format("\nscore: {:g} / {:g}\ngraded: {}\n", score, max_score, describe_provenance(provenance));
   return out;
 }
 

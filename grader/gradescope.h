@@ -17,8 +17,11 @@ nlohmann::json gradescope_json(const std::vector<CheckOutcome>& outcomes, const 
 // Writes path atomically.
 void write_gradescope(const std::filesystem::path& path, const nlohmann::json& results);
 
-// One line per check (name, points, status, the message's first line), then each failure's
-// whole message, then the total.
-std::string format_table(const std::vector<CheckOutcome>& outcomes);
+// One line per check (name, points, status, what must hold), then each failure's whole
+// message, then the total and where the numbers come from (the provenance).
+std::string format_table(const std::vector<CheckOutcome>& outcomes, const nlohmann::json& provenance);
+
+// "commit f39992d (dirty), LibTorch 1.13.0 gloo, seed 42, vm (2 cores, AMD EPYC), 2026-11-22T13:10:00Z"
+std::string describe_provenance(const nlohmann::json& provenance);
 
 }  // namespace dtlab::grader

@@ -73,6 +73,7 @@ TEST(Grader, ReferenceSolutionsScoreFullMarksWithProvenance) {
     EXPECT_TRUE(p.contains(key)) << key;
   }
   EXPECT_EQ(p.at("submission"), "reference solutions");
+  EXPECT_NE(r.output.find("graded: commit " + p.at("commit").get<std::string>()), std::string::npos) << r.output;
   // Every run the checks made is kept, with its rank logs and what it was for.
   for (const char* run : {"reference-w1", "task2b-losses-w4", "task3-timing-w4", "task3-bucket-cap0.25-w2"}) {
     EXPECT_TRUE(fs::exists(dir / "runs" / run / "run.json")) << run;
