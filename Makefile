@@ -118,6 +118,7 @@ bench: configure
 	cmake --build $(BUILD) --target bench
 
 bench-task1: build
+	cmake --build $(BUILD) --target bench_task1
 	$(BUILD)/bench/bench_task1
 
 bench-dp: configure

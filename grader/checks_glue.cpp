@@ -74,8 +74,9 @@ Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string
   }
   const LossDifference d = compare_losses(got, want, n, kLossTolerance);
   if (d.first_step < 0) {
-    return {Status::kPassed, fmt::format("{}: the {} losses agree with single-process training (max |diff| {:.2g} "
-                                         "<= {:g})", what, n, d.max_abs, kLossTolerance)};
+    return {Status::kPassed, fmt::format("{}: {} with single-process training (max |diff| {:.2g} <= {:g})", what,
+                                         n == 1 ? "the loss of step 1 agrees" : fmt::format("the {} losses agree", n),
+                                         d.max_abs, kLossTolerance)};
   }
   return {Status::kWrongNumber,
           fmt::format("{}: the loss of step {} differs from single-process training by more than {:g} "
