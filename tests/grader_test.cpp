@@ -11,6 +11,7 @@
 #include "dtlab/core/subprocess.h"
 #include "dtlab/io/file.h"
 #include "dtlab/io/json_file.h"
+#include "process_test_util.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -142,4 +143,26 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   EXPECT_NE(task1.at("output").get<std::string>().find("error"), std::string::npos) << task1.dump(2);
   const nlohmann::json task2a = test_named(results, "task2a/gradients");
   EXPECT_NE(task2a.at("output").get<std::string>().find("no "), std::string::npos) << task2a.dump(2);
+}
+
+// `grader run`: the ranks as local processes, a log per rank, rank 0's output followed.
+TEST(Grader, RunStartsTheRanksWithALogEach) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grader-run");
+  const ProcessResult r = grade({"run", "task2b", "--solutions", "--world-size", "2", "--port",
+                                 std::to_string(dtlab::test::free_port()), "--out", dir.string(), "--",
+                                 "--max_steps", "2", "--max_seq_length", "32", "--threads", "1"},
+                                300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("step=2 epoch=1 loss="), std::string::npos) << r.output;  // rank 0, followed
+  for (const char* log : {"rank0.log", "rank1.log"}) EXPECT_TRUE(fs::exists(dir / "task2b" / log)) << log;
+  EXPECT_TRUE(fs::exists(dir / "task2b" / "output" / "results.json"));
+}
+
+TEST(Grader, PrintsEveryRanksCommandAndTheLaunchersLines) {
+  const ProcessResult r = grade({"run", "task3", "--hosts", "10.1.0.1,10.1.0.2,10.1.0.3", "--print-commands"}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* needle : {"# on 10.1.0.3:", "--master_ip 10.1.0.1", "--world_size 3", "--local_rank 2",
+                             "torchrun --nnodes=N", "--no_python", "srun --ntasks=3", "mpirun -np 3"}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << " missing from:\n" << r.output;
+  }
 }
