@@ -33,9 +33,21 @@ std::string indent(const std::string& text) {
 }
 
 std::string last_words(const RankExit& r) {
-  return fmt::format("  last lines of rank {}'s log ({}):\n{}", r.rank, r.log.string(), indent(tail_lines(r.log, 6)));
+  const std::string tail = tail_lines(r.log, 6);
+  if (tail.empty()) return fmt::format("  rank {}'s log ({}) is empty (only rank 0 prints progress)\n", r.rank, r.log.string());
+  return fmt::format("  last lines of rank {}'s log ({}):\n{}", r.rank, r.log.string(), indent(tail));
 }
 
+// The error line a rank printed before it stopped ("task2b: distributed error: ..."), or "".
+std::string error_line(const RankExit& r) {
+  for (const char* marker : {": distributed error: ", ": error: ", ": internal error"}) {
+    std::string line = find_line(r.log, marker);
+    if (!line.empty()) return line;
+  }
+  return "";
+}
+
+// One line per other rank: how it ended and, if it said why, its words.
 std::string how_others_ended(const LaunchResult& launch, int except) {
   std::string out;
   for (const auto& r : launch.ranks) {
@@ -43,9 +55,10 @@ std::string how_others_ended(const LaunchResult& launch, int except) {
     std::string how = r.killed ? "killed (still running)"
                     : r.signal ? fmt::format("killed by signal {} ({})", r.signal, strsignal(r.signal))
                                : fmt::format("exit code {}", r.exit_code);
-    out += fmt::format("{}rank {}: {}", out.empty() ? "" : ", ", r.rank, how);
+    const std::string why = r.exit_code > 0 ? error_line(r) : "";
+    out += fmt::format("  rank {}: {}{}\n", r.rank, how, why.empty() ? "" : ": " + why);
   }
-  return out.empty() ? "" : "  (" + out + ")\n";
+  return out;
 }
 
 }  // namespace
@@ -95,8 +108,8 @@ std::optional<Verdict> diagnose(const LaunchResult& launch, const std::string& w
       bool others_failed = false;
       for (const auto& o : launch.ranks) others_failed |= !o.killed && o.exit_code != 0;
       return Verdict{Status::kHang,
-                     fmt::format("{}: rank {} hung: still running after {:.0f} s{} and killed; a rank that "
-                                 "never reaches a collective (an endless loop, a sleep, a wait on the "
+                     fmt::format("{}: rank {} hung: still running after {:.0f} s{}, so it was killed. A rank "
+                                 "that never reaches a collective (an endless loop, a sleep, a wait on the "
                                  "wrong rank) stops everyone\n{}{}",
                                  what, r.rank, r.seconds,
                                  others_failed ? ", after the other ranks had given up waiting for it" : "",
@@ -105,8 +118,7 @@ std::optional<Verdict> diagnose(const LaunchResult& launch, const std::string& w
   }
   for (const auto& r : launch.ranks) {
     if (r.exit_code != 0) {
-      std::string line = find_line(r.log, ": error: ");
-      if (line.empty()) line = find_line(r.log, ": distributed error: ");
+      std::string line = error_line(r);
       if (line.empty()) line = tail_lines(r.log, 1);
       while (!line.empty() && line.back() == '\n') line.pop_back();
       return Verdict{Status::kError, fmt::format("{}: rank {} stopped with exit code {}: {}\n{}", what, r.rank,
