@@ -29,7 +29,7 @@ constexpr const char* kMaxGradNorm = "0.1";
 std::vector<std::string> equivalence_flags(const std::string& exercise, int steps) {
   std::vector<std::string> f = {"--max_seq_length", "64", "--dropout", "0", "--learning_rate", "3e-4",
                                 "--max_grad_norm", kMaxGradNorm, "--max_steps", std::to_string(steps)};
-  const bool single = exercise == "task1" || exercise == "reference";
+  const bool single = single_process(exercise);
   f.insert(f.end(), {single ? "--per_gpu_train_batch_size" : "--global_batch_size", std::to_string(kGlobalBatch)});
   return f;
 }
@@ -42,7 +42,7 @@ RunRequest losses_request(const std::string& exercise, int world) {
   // The kit's step writes the rank dumps; task 1 brings its own step, so it has none.
   // The report's loss figure plots one run per variant: the 4-rank ones (and task 1's).
   return {fmt::format("{}-losses-w{}", exercise, world), exercise, world == 2 ? "equivalence" : "losses", world,
-          equivalence_flags(exercise, kLossSteps), exercise != "task1"};
+          equivalence_flags(exercise, kLossSteps), !single_process(exercise)};
 }
 
 // The kit's own run, or a verdict that says the kit (not the student) failed.
@@ -377,7 +377,7 @@ std::vector<CheckSpec> data_parallel_checks(const std::string& e) {
        [e](Runner& r) { return losses_at(r, e, 2); }},
       {e, "losses-4", "per-iteration losses equal single-process training within 1e-5 (4 ranks)", 3,
        [e](Runner& r) { return losses_at(r, e, 4); }},
-      {e, "timing", "times 40 iterations (first discarded) at 1, 2 and 4 ranks", 2,
+      {e, "timing", "times --timing-iterations (40; the first discarded) at 1, 2 and 4 ranks", 2,
        [e](Runner& r) { return timing(r, e); }},
   };
   if (e == "task3") {

@@ -9,6 +9,7 @@
 #include "dtlab/core/error.h"
 #include "launch.h"
 #include "outcome.h"
+#include "runs.h"
 
 namespace fs = std::filesystem;
 
@@ -27,7 +28,7 @@ bool mentions(const std::vector<std::string>& args, const std::string& flag) {
 
 int run_command(const RunFlags& f) {
   selected_exercises(f.exercise);
-  const bool distributed = f.exercise != "task1";
+  const bool distributed = !single_process(f.exercise);
   LaunchSpec spec;
   spec.binary = fs::absolute(exercise_binary(f.exercise, f.solutions));
   spec.world_size = distributed ? f.world : 1;

@@ -59,6 +59,10 @@ class Runner {
   std::map<std::string, Run> done_;
 };
 
+// task1 and the kit's reference train in one process, without the launch flags; every other
+// exercise is distributed (its ranks take --master_ip ... --local_rank).
+bool single_process(const std::string& exercise);
+
 // "task2b at 4 ranks" / "task1".
 std::string describe(const RunRequest& request);
 
