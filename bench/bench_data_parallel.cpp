@@ -32,7 +32,7 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/process.h"
 #include "dtlab/dist/ddp.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/report/timing.h"
@@ -48,18 +48,45 @@ namespace {
 
 using namespace dtlab;
 
-// The exercises this bench knows, and the binaries CMake built for them.
-const std::map<std::string, std::string> kBinaries = {
-    {"task2a", DTLAB_TASK2A_BIN}, {"task2b", DTLAB_TASK2B_BIN}, {"task3", DTLAB_TASK3_BIN}};
+// The table of exercises (exercises.txt): name, launch, kind, title.
+struct TableRow {
+  std::string name, launch, kind, title;
+};
+const std::vector<TableRow> kTable = {
+#include "exercise_table.inc"
+};
 
-const char* describe_exercise(const std::string& name) {
-  if (name == "task2a") return "per parameter: gather to rank 0, average, scatter back; after backward";
-  if (name == "task2b") return "per parameter: all_reduce SUM, divide by world; after backward";
-  return "DistributedDataParallel: bucketed all_reduce overlapping backward";
+// The exercises this bench times: the data-parallel ones whose gradients are synchronised by
+// hand or by DDP (kinds sync and ddp), with the reference binaries CMake built.
+std::vector<std::string> timed_exercises() {
+  std::vector<std::string> names;
+  for (const auto& row : kTable) {
+    if (row.kind == "sync" || row.kind == "ddp") names.push_back(row.name);
+  }
+  return names;
+}
+
+std::string solution_binary(const std::string& name) {
+  return (fs::path(DTLAB_BUILD_DIR) / (name + "-solution")).string();
+}
+
+std::string describe_exercise(const std::string& name) {
+  for (const auto& row : kTable) {
+    if (row.name == name) return row.title;
+  }
+  return name;
+}
+
+// The exercise whose bucket cap the sweep varies: the first of kind ddp.
+std::string ddp_exercise() {
+  for (const auto& row : kTable) {
+    if (row.kind == "ddp") return row.name;
+  }
+  throw Error("exercises.txt has no exercise of kind ddp for the bucket-cap sweep");
 }
 
 struct Options {
-  std::vector<std::string> exercises = {"task2a", "task2b", "task3"};
+  std::vector<std::string> exercises = timed_exercises();
   std::vector<int> worlds = {1, 2, 4};
   std::vector<double> caps = {0.25, 1, 5, 25, 100};
   // 2 ranks by default: on a 2-core machine 4 ranks oversubscribe the cores and the bucket
@@ -91,26 +118,6 @@ std::string runtime_without_threads() {
     s.erase(at, end == std::string::npos ? std::string::npos : end - at);
   }
   return s;
-}
-
-// A free TCP port on loopback: bind port 0 and read back what the kernel chose. Another process
-// could take it before rank 0 binds it; run_once retries once when that happens.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw Error(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string err = std::strerror(errno);
-    close(fd);
-    throw Error("cannot bind a port on 127.0.0.1: " + err);
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 std::string tail(const std::string& text, size_t lines) {
@@ -197,7 +204,7 @@ class Bench {
   std::vector<std::string> command(const std::string& exercise, int world, int rank, int port,
                                    int threads, std::optional<double> cap_mb, const fs::path& out) const {
     std::vector<std::string> argv = {
-        kBinaries.at(exercise),
+        solution_binary(exercise),
         "--model_name_or_path", (fixtures_ / "bert-tiny").string(),
         "--data_dir", (fixtures_ / "RTE").string(),
         "--do_train",
@@ -226,7 +233,7 @@ class Bench {
 
   // One attempt; false when it should be retried (the port was taken before rank 0 bound it).
   bool run_once(Run& r, const fs::path& out, bool may_retry) {
-    const int port = free_port();
+    const int port = free_local_port();  // run_once retries once if another process takes it first
     fs::remove_all(out);
     fs::create_directories(out);
     std::vector<ProcessResult> results(r.world);
@@ -478,7 +485,7 @@ int run(Options o) {
     fmt::print(kSweepFormat, "cap MB", "buckets", "s/iter", "±stdev", "comm s/iter", "comm%", "tokens/s");
     std::fflush(stdout);
     for (double cap : o.caps) {
-      sweep.push_back(bench.run("task3", o.sweep_world, cap));
+      sweep.push_back(bench.run(ddp_exercise(), o.sweep_world, cap));
       print_sweep_row(sweep.back());
     }
     for (const Run& r : sweep) {
@@ -553,7 +560,7 @@ int main(int argc, char** argv) {
                  "run is reported and the next one started; the exit status is 1 if any failed"};
     app.add_option("--exercises", o.exercises, "Comma-separated subset of task2a,task2b,task3")
         ->delimiter(',')
-        ->check(CLI::IsMember({"task2a", "task2b", "task3"}))
+        ->check(CLI::IsMember(timed_exercises()))
         ->capture_default_str();
     app.add_option("--worlds", o.worlds, "Comma-separated world sizes (ranks)")
         ->delimiter(',')

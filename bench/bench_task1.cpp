@@ -33,7 +33,7 @@
 #include "dtlab/tasks/task1.h"
 #include "dtlab/train/optimizer.h"
 #include "dtlab/train/runtime.h"
-#include "dtlab/train/train_state.h"
+#include "dtlab/glue/run.h"
 
 namespace {
 
@@ -117,8 +117,9 @@ Row run_model(const Shape& shape, int iterations, const Options& o) {
   config.intermediate_size = 4 * shape.hidden;
 
   torch::manual_seed(o.seed);
-  train::TrainState state;
+  glue::BertTrainState state;
   state.model = model::BertForSequenceClassification(config);
+  state.module = state.model.ptr();
   state.optimizer = train::make_adamw(*state.model, train::OptimizerOptions{});
   state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, 0, iterations);
   state.max_grad_norm = 1.0;

@@ -32,6 +32,13 @@ function(dtlab_target_defaults target)
   target_precompile_headers(${target} REUSE_FROM dtlab_common)
 endfunction()
 
+# The kit's own programs (grader, tools, tests, benchmarks) also link dtlab_tooling; student
+# binaries never do.
+function(dtlab_tool_defaults target)
+  dtlab_target_defaults(${target})
+  target_link_libraries(${target} PRIVATE dtlab_tooling)
+endfunction()
+
 # dtlab_task(T): builds `T` from tasks/T and `T-solution` from solutions/T, both with the driver
 # common/drivers/T_main.cpp. `make T` builds and runs the student's version.
 # The driver is compiled once (the object library driver-T) and linked into each of them.
@@ -66,7 +73,7 @@ endfunction()
 function(dtlab_test name)
   cmake_parse_arguments(T "RUN_SERIAL;WHOLE" "TIMEOUT" "LABELS;SOURCES" ${ARGN})
   add_executable(${name} ${name}.cpp ${T_SOURCES})
-  dtlab_target_defaults(${name})
+  dtlab_tool_defaults(${name})
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     DTLAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DTLAB_BINARY_DIR="${PROJECT_BINARY_DIR}")

@@ -7,18 +7,20 @@
 
 namespace dtlab::grader {
 
-const std::vector<std::string>& exercise_names() {
-  static const std::vector<std::string> names = {"task1", "task2a", "task2b", "task3", "task4"};
-  return names;
+std::vector<CheckSpec> checks_of_kind(const Exercise& e) {
+  if (e.kind == "finetune") return finetune_checks(e.name);
+  if (e.kind == "sync") return data_parallel_checks(e.name, /*ddp=*/false);
+  if (e.kind == "ddp") return data_parallel_checks(e.name, /*ddp=*/true);
+  if (e.kind == "traffic") return traffic_checks(e.name);
+  throw Error("exercises.txt: " + e.name + " has the kind '" + e.kind + "', which has no checks");
 }
 
 const std::vector<CheckSpec>& all_checks() {
   static const std::vector<CheckSpec> checks = [] {
-    std::vector<CheckSpec> all = task1_checks();
-    for (const char* t : {"task2a", "task2b", "task3"}) {
-      for (auto& c : data_parallel_checks(t)) all.push_back(std::move(c));
+    std::vector<CheckSpec> all;
+    for (const Exercise& e : exercises()) {
+      for (auto& c : checks_of_kind(e)) all.push_back(std::move(c));
     }
-    for (auto& c : task4_checks()) all.push_back(std::move(c));
     return all;
   }();
   return checks;

@@ -1,4 +1,4 @@
-// The checks of every exercise: DESIGN.md's "Numbers that must hold", each run at the world
+// The checks of every exercise: docs/DESIGN.md's "Numbers that must hold", each run at the world
 // sizes it needs and scored. A check compares against properties and against the kit's own
 // single-process run (dtlab-reference), never against stored reference outputs, so a student
 // release without solutions/ grades itself the same way.
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "exercises.h"
 #include "outcome.h"
 #include "runs.h"
 
@@ -29,9 +30,6 @@ struct CheckOutcome {
   double score() const { return verdict.status == Status::kPassed ? spec->points : 0.0; }
 };
 
-// task1 task2a task2b task3 task4, in the order they are taught.
-const std::vector<std::string>& exercise_names();
-
 // Every check, in order; checks_of one exercise.
 const std::vector<CheckSpec>& all_checks();
 std::vector<const CheckSpec*> checks_of(const std::string& exercise);
@@ -40,10 +38,12 @@ std::vector<const CheckSpec*> checks_of(const std::string& exercise);
 // itself becomes an error verdict that says so).
 CheckOutcome run_check(const CheckSpec& check, Runner& runner);
 
-// The checks of each exercise, defined next to the runs they read.
-std::vector<CheckSpec> task1_checks();
-std::vector<CheckSpec> data_parallel_checks(const std::string& exercise);
-std::vector<CheckSpec> task4_checks();
+// The checks of each kind of exercise (exercises.txt's kind column), defined next to the runs
+// they read: finetune (task 1), sync and ddp (2a, 2b; 3 adds the bucket-cap sweep), traffic (4).
+std::vector<CheckSpec> checks_of_kind(const Exercise& exercise);
+std::vector<CheckSpec> finetune_checks(const std::string& exercise);
+std::vector<CheckSpec> data_parallel_checks(const std::string& exercise, bool ddp);
+std::vector<CheckSpec> traffic_checks(const std::string& exercise);
 
 // Tolerances, stated once: the grader's messages and the handouts quote them.
 constexpr double kLossTolerance = 1e-5;      // per-iteration loss vs single-process training

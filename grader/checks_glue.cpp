@@ -85,56 +85,56 @@ Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string
                       show_losses(got, want, n))};
 }
 
-// ---- task 1 ---------------------------------------------------------------------------------
+// ---- fine-tuning (task 1) ----------------------------------------------------------------------------
 
-Verdict task1_pretrained(Runner& runner) {
+Verdict finetune_pretrained(Runner& runner, const std::string& e) {
   Verdict failure;
   const Run* ref = reference(runner, &failure);
   if (!ref) return failure;
-  const Run& run = runner.run(losses_request("task1", 1));
+  const Run& run = runner.run(losses_request(e, 1));
   if (run.failure) return *run.failure;
-  return losses_match(run, *ref, 1, "task1",
+  return losses_match(run, *ref, 1, e,
                       "Before any update the loss depends only on the weights: load_model must load "
                       "the checkpoint's weights (model::from_pretrained with the overrides).",
                       "");
 }
 
-Verdict task1_steps(Runner& runner) {
+Verdict finetune_steps(Runner& runner, const std::string& e) {
   Verdict failure;
   const Run* ref = reference(runner, &failure);
   if (!ref) return failure;
-  const Run& run = runner.run(losses_request("task1", 1));
+  const Run& run = runner.run(losses_request(e, 1));
   if (run.failure) return *run.failure;
-  return losses_match(run, *ref, kLossSteps, "task1",
+  return losses_match(run, *ref, kLossSteps, e,
                       "Step 1 already differs: fix load_model first (see the check of the pretrained weights).",
                       "Step 1 agrees, so the update differs: train_step must do forward, backward, clip to "
                       "max_grad_norm, optimizer step, schedule step and zero the gradients, in that order.");
 }
 
-Verdict task1_learns(Runner& runner) {
-  const RunRequest request{"task1-learns", "task1", "learning", 1,
+Verdict finetune_learns(Runner& runner, const std::string& e) {
+  const RunRequest request{e + "-learns", e, "learning", 1,
                            {"--max_seq_length", "32", "--learning_rate", "6e-4", "--num_train_epochs", "2",
                             "--per_gpu_train_batch_size", "32", "--do_eval"}, false};
   const Run& run = runner.run(request);
   if (run.failure) return *run.failure;
   const auto& epochs = run.results.at("epochs");
   if (epochs.size() != 2) {
-    return {Status::kWrongNumber, fmt::format("task1: 2 epochs asked, results.json has {}", epochs.size())};
+    return {Status::kWrongNumber, fmt::format("{}: 2 epochs asked, results.json has {}", e, epochs.size())};
   }
-  for (const auto& e : epochs) {
-    if (e.value("eval_accuracy", nlohmann::json()).is_null()) {
-      return {Status::kWrongNumber, fmt::format("task1: epoch {} has no evaluation: after_epoch must evaluate "
-                                                "(state.evaluate()) and return its result", e.value("epoch", 0))};
+  for (const auto& epoch : epochs) {
+    if (epoch.value("eval_accuracy", nlohmann::json()).is_null()) {
+      return {Status::kWrongNumber, fmt::format("{}: epoch {} has no evaluation: after_epoch must evaluate "
+                                                "(state.evaluate()) and return its result", e, epoch.value("epoch", 0))};
     }
   }
   const double accuracy = epochs.back().at("eval_accuracy").get<double>();
   constexpr double kWant = 0.8;  // measured: 0.708, then 0.935 after 2 epochs
   if (accuracy < kWant) {
     return {Status::kWrongNumber,
-            fmt::format("task1: dev accuracy after 2 epochs is {:.3f}, below {:g}: the fixture is learnable at "
-                        "this learning rate, so the model does not learn (is every step applied?)", accuracy, kWant)};
+            fmt::format("{}: dev accuracy after 2 epochs is {:.3f}, below {:g}: the fixture is learnable at "
+                        "this learning rate, so the model does not learn (is every step applied?)", e, accuracy, kWant)};
   }
-  return {Status::kPassed, fmt::format("task1: evaluated after each of 2 epochs; dev accuracy {:.3f}, {:.3f}",
+  return {Status::kPassed, fmt::format("{}: evaluated after each of 2 epochs; dev accuracy {:.3f}, {:.3f}", e,
                                        epochs[0].at("eval_accuracy").get<double>(), accuracy)};
 }
 
@@ -276,7 +276,7 @@ Verdict initial_broadcast(Runner& runner, const std::string& exercise) {
   if (run.failure) return *run.failure;
   const auto dumps = load_dumps(run.dump_dir, kWorld);
   const auto initial = load_dumps(ref->dump_dir, 1).at(0);
-  const std::string where = exercise == "task3" ? "wrap_model (DistributedDataParallel broadcasts when it wraps)"
+  const std::string where = grader::exercise(exercise).kind == "ddp" ? "wrap_model (DistributedDataParallel broadcasts when it wraps)"
                                                 : "broadcast_parameters";
   const Difference d = compare_tensors(dumps[1], dumps[0], "param.");
   if (!d.missing.empty() || d.max_abs > 0) {
@@ -321,20 +321,20 @@ Verdict timing(Runner& runner, const std::string& exercise) {
 }
 
 // The bucket cap changes when gradients are reduced, not what: the losses must be identical.
-Verdict bucket_sweep(Runner& runner) {
+Verdict bucket_sweep(Runner& runner, const std::string& exercise) {
   const int iterations = runner.options().timing_iterations;
   std::string summary;
   std::vector<double> first_losses;
   size_t previous_buckets = 0;
   for (const char* cap : {"0.1", "0.25", "1", "5", "25"}) {
-    std::vector<std::string> flags = equivalence_flags("task3", iterations);
+    std::vector<std::string> flags = equivalence_flags(exercise, iterations);
     flags.insert(flags.end(), {"--bucket_cap_mb", cap});
-    const RunRequest request{fmt::format("task3-bucket-cap{}-w2", cap), "task3", "bucket-sweep", 2, flags, false};
+    const RunRequest request{fmt::format("{}-bucket-cap{}-w2", exercise, cap), exercise, "bucket-sweep", 2, flags, false};
     const Run& run = runner.run(request);
     if (run.failure) return *run.failure;
     const size_t buckets = run.results.at("communication").value("ddp_buckets", nlohmann::json::array()).size();
     if (previous_buckets && buckets > previous_buckets) {
-      return {Status::kWrongNumber, fmt::format("task3: a larger bucket cap ({} MB) gave more buckets ({} > {})", cap,
+      return {Status::kWrongNumber, fmt::format("{}: a larger bucket cap ({} MB) gave more buckets ({} > {})", exercise, cap,
                                                 buckets, previous_buckets)};
     }
     previous_buckets = buckets;
@@ -342,30 +342,31 @@ Verdict bucket_sweep(Runner& runner) {
     if (first_losses.empty()) first_losses = losses;
     const LossDifference d = compare_losses(losses, first_losses, losses.size(), 0.0);
     if (d.first_step > 0) {
-      return {Status::kWrongNumber, fmt::format("task3: with a {} MB bucket cap the loss of step {} differs from the "
-                                                "smallest cap's by {:.3g}; buckets must not change the result", cap,
+      return {Status::kWrongNumber, fmt::format("{}: with a {} MB bucket cap the loss of step {} differs from the "
+                                                "smallest cap's by {:.3g}; buckets must not change the result", exercise, cap,
                                                 d.first_step, d.max_abs)};
     }
     const auto& t = run.results.at("timing");
     summary += fmt::format("\n  cap {:>4} MB: {:>2} bucket(s), {:.1f} ms/iter, {:.1f} ms waiting", cap, buckets,
                            1e3 * t.value("mean_seconds", 0.0), 1e3 * t.value("mean_comm_seconds", 0.0));
   }
-  return {Status::kPassed, fmt::format("task3 at 2 ranks: the same losses for every bucket cap:{}", summary)};
+  return {Status::kPassed, fmt::format("{} at 2 ranks: the same losses for every bucket cap:{}", exercise, summary)};
 }
 
 }  // namespace
 
-std::vector<CheckSpec> task1_checks() {
+std::vector<CheckSpec> finetune_checks(const std::string& e) {
   return {
-      {"task1", "pretrained", "loads the pretrained weights: the loss before any update equals the kit's", 4,
-       task1_pretrained},
-      {"task1", "steps", "every step equals the kit's single-process step (20 steps, dropout 0)", 4, task1_steps},
-      {"task1", "learns", "evaluates after every epoch and learns the fixture (dev accuracy >= 0.8 after 2 epochs)",
-       4, task1_learns},
+      {e, "pretrained", "loads the pretrained weights: the loss before any update equals the kit's", 4,
+       [e](Runner& r) { return finetune_pretrained(r, e); }},
+      {e, "steps", "every step equals the kit's single-process step (20 steps, dropout 0)", 4,
+       [e](Runner& r) { return finetune_steps(r, e); }},
+      {e, "learns", "evaluates after every epoch and learns the fixture (dev accuracy >= 0.8 after 2 epochs)",
+       4, [e](Runner& r) { return finetune_learns(r, e); }},
   };
 }
 
-std::vector<CheckSpec> data_parallel_checks(const std::string& e) {
+std::vector<CheckSpec> data_parallel_checks(const std::string& e, bool ddp) {
   std::vector<CheckSpec> checks = {
       {e, "sampler", "data shards are disjoint and cover the data set; per-rank batch = global / world (4 ranks)", 3,
        [e](Runner& r) { return sampler_shards(r, e); }},
@@ -380,9 +381,9 @@ std::vector<CheckSpec> data_parallel_checks(const std::string& e) {
       {e, "timing", "times --timing-iterations (40; the first discarded) at 1, 2 and 4 ranks", 2,
        [e](Runner& r) { return timing(r, e); }},
   };
-  if (e == "task3") {
+  if (ddp) {
     checks.push_back({e, "buckets", "the DDP bucket cap changes the buckets, never the losses (2 ranks)", 2,
-                      [](Runner& r) { return bucket_sweep(r); }});
+                      [e](Runner& r) { return bucket_sweep(r, e); }});
   }
   return checks;
 }

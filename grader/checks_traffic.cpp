@@ -13,8 +13,8 @@ constexpr int kWorld = 4;
 
 // Full epochs at the three batch sizes: halving the batch doubles the iterations and so the
 // bytes, which is what the figure shows. A short sequence keeps an epoch quick.
-const Run& traffic_run(Runner& runner) {
-  return runner.run({"task4-traffic-w4", "task4", "traffic", kWorld,
+const Run& traffic_run(Runner& runner, const std::string& e) {
+  return runner.run({e + "-traffic-w4", e, "traffic", kWorld,
                      {"--max_seq_length", "32", "--batch_sizes", "64,32,16", "--dropout", "0"}, false});
 }
 
@@ -27,8 +27,8 @@ double kit_expected_bytes(const nlohmann::json& row, int world, int ranks_here) 
   return per_iteration * row.at("iterations").get<double>() * ranks_here;
 }
 
-Verdict traffic_model(Runner& runner) {
-  const Run& run = traffic_run(runner);
+Verdict traffic_model(Runner& runner, const std::string& e) {
+  const Run& run = traffic_run(runner, e);
   if (run.failure) return *run.failure;
   const auto& env = run.results.at("environment");
   const int world = env.at("world_size").get<int>(), here = env.at("ranks_on_this_host").get<int>();
@@ -39,18 +39,18 @@ Verdict traffic_model(Runner& runner) {
     const int batch = row.at("global_batch_size").get<int>();
     if (!(std::abs(got - want) <= 1e-9 * std::max(1.0, want))) {
       return {Status::kWrongNumber,
-              fmt::format("task4 at batch {}: your model expects {:.0f} bytes, the ring all_reduce sends {:.0f} "
+              fmt::format("{} at batch {}: your model expects {:.0f} bytes, the ring all_reduce sends {:.0f} "
                           "(every rank sends 2 (n-1)/n of each tensor, for each all_reduce of an iteration, times "
-                          "the iterations); ratio {:.4f}", batch, got, want, want > 0 ? got / want : 0.0)};
+                          "the iterations); ratio {:.4f}", e, batch, got, want, want > 0 ? got / want : 0.0)};
     }
     table += fmt::format("\n  batch {:>3}: {:>4} iterations, {:.1f} MB expected", batch,
                          row.at("iterations").get<int>(), want / 1e6);
   }
-  return {Status::kPassed, "task4 at 4 ranks: the expected bytes equal the ring all_reduce's:" + table};
+  return {Status::kPassed, e + " at 4 ranks: the expected bytes equal the ring all_reduce's:" + table};
 }
 
-Verdict traffic_measured(Runner& runner) {
-  const Run& run = traffic_run(runner);
+Verdict traffic_measured(Runner& runner, const std::string& e) {
+  const Run& run = traffic_run(runner, e);
   if (run.failure) return *run.failure;
   std::string table;
   for (const auto& row : run.results.at("traffic")) {
@@ -59,23 +59,23 @@ Verdict traffic_measured(Runner& runner) {
     table += fmt::format("\n  batch {:>3}: measured / expected = {:.3f}", batch, ratio);
     if (!(ratio >= kTrafficLow && ratio <= kTrafficHigh)) {
       return {Status::kWrongNumber,
-              fmt::format("task4 at batch {}: measured / expected = {:.3f}, outside [{:g}, {:g}]: does the model "
+              fmt::format("{} at batch {}: measured / expected = {:.3f}, outside [{:g}, {:g}]: does the model "
                           "count every all_reduce of an iteration, and every iteration of the epoch?{}",
-                          batch, ratio, kTrafficLow, kTrafficHigh, table)};
+                          e, batch, ratio, kTrafficLow, kTrafficHigh, table)};
     }
   }
-  return {Status::kPassed, fmt::format("task4 at 4 ranks: the interface counted what the model expects (headers "
-                                       "included) at every batch size:{}", table)};
+  return {Status::kPassed, fmt::format("{} at 4 ranks: the interface counted what the model expects (headers "
+                                       "included) at every batch size:{}", e, table)};
 }
 
 }  // namespace
 
-std::vector<CheckSpec> task4_checks() {
+std::vector<CheckSpec> traffic_checks(const std::string& e) {
   return {
-      {"task4", "model", "expected bytes per epoch equal the ring all_reduce's 2 (n-1)/n per tensor (4 ranks)", 6,
-       traffic_model},
-      {"task4", "measured", "the bytes the network interface counts are within 5 % below / 10 % above expected", 4,
-       traffic_measured},
+      {e, "model", "expected bytes per epoch equal the ring all_reduce's 2 (n-1)/n per tensor (4 ranks)", 6,
+       [e](Runner& r) { return traffic_model(r, e); }},
+      {e, "measured", "the bytes the network interface counts are within 5 % below / 10 % above expected", 4,
+       [e](Runner& r) { return traffic_measured(r, e); }},
   };
 }
 

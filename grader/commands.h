@@ -14,7 +14,7 @@ struct CheckFlags {
   std::vector<std::string> use_binaries;  // T=PATH
   std::vector<std::string> only;          // check ids; empty: every check
   std::string results = "out/grade";
-  int timing_iterations = 40;  // DESIGN.md
+  int timing_iterations = 40;  // docs/DESIGN.md: 40 iterations, the first discarded
   double timeout = 30, run_timeout = 300;
   int threads = 0;
 };

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "dtlab/core/error.h"
+#include "dtlab/tooling/process.h"
 
 namespace fs = std::filesystem;
 
@@ -31,38 +32,18 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
+// A rank in its own process group, its output truncated into log.
 pid_t spawn(const std::vector<std::string>& argv, const fs::path& log) {
   const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) throw Error("cannot write " + log.string() + ": " + std::strerror(errno));
-  int ready[2];  // closes on exec: an empty read means the exec worked
-  if (::pipe2(ready, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
-  const pid_t pid = ::fork();
-  if (pid < 0) throw Error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::setpgid(0, 0);  // its own group: a timeout kills the rank and everything it started
-    const int in = ::open("/dev/null", O_RDONLY);
-    ::dup2(in, 0);
-    ::dup2(out, 1);
-    ::dup2(out, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    const int err = errno;
-    (void)!::write(ready[1], &err, sizeof err);
-    ::_exit(127);
+  try {
+    const pid_t pid = spawn_process(argv, out);
+    ::close(out);
+    return pid;
+  } catch (...) {
+    ::close(out);
+    throw;
   }
-  ::setpgid(pid, pid);  // also here, so the group exists before we might kill it
-  ::close(ready[1]);
-  ::close(out);
-  int err = 0;
-  const ssize_t n = ::read(ready[0], &err, sizeof err);
-  ::close(ready[0]);
-  if (n > 0) {
-    ::waitpid(pid, nullptr, 0);
-    throw Error("cannot start " + argv[0] + ": " + std::strerror(err));
-  }
-  return pid;
 }
 
 // Copies what was appended to a file since the last call to stdout.
@@ -114,23 +95,6 @@ std::vector<std::string> rank_command(const LaunchSpec& spec, int rank, int port
   // same folder; BatchMode so a missing key fails instead of asking for a password.
   return {"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", spec.hosts.at(rank),
           "cd " + shell_join({fs::current_path().string()}) + " && exec " + shell_join(argv)};
-}
-
-int free_local_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw Error(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    throw Error(std::string("cannot find a free port: ") + std::strerror(errno));
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 std::string tail_lines(const fs::path& path, int lines) {

@@ -48,9 +48,6 @@ std::vector<std::string> rank_command(const LaunchSpec& spec, int rank, int port
 // Throws dtlab::Error when a rank cannot be started at all (missing binary, no ssh).
 LaunchResult launch_ranks(const LaunchSpec& spec);
 
-// A TCP port nobody listens on now, on 127.0.0.1.
-int free_local_port();
-
 // The last `lines` non-empty lines of a file ("" when it cannot be read).
 std::string tail_lines(const std::filesystem::path& path, int lines);
 

@@ -9,9 +9,9 @@ namespace dtlab::grader {
 
 int list_command() {
   double total = 0;
-  for (const auto& e : exercise_names()) {
-    fmt::print("{}\n", e);
-    for (const CheckSpec* c : checks_of(e)) {
+  for (const Exercise& e : exercises()) {
+    fmt::print("{}  {}\n", e.name, e.title);
+    for (const CheckSpec* c : checks_of(e.name)) {
       fmt::print("  {:<11} {:>2g} pt  {}\n", c->id, c->points, c->title);
       total += c->points;
     }

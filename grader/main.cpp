@@ -1,13 +1,14 @@
-// grader: launches the ranks of an exercise, checks what DESIGN.md says must hold, scores it
+// grader: launches the ranks of an exercise, checks what docs/DESIGN.md says must hold, scores it
 // for Gradescope, renders the report, and writes the skeletons and the student release. This file
 // is the command line; each subcommand lives in its own file (commands.h).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "exercises.h"
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
-#include "dtlab/core/skeleton.h"
+#include "dtlab/tooling/skeleton.h"
 #include "release.h"
 #include "report.h"
 
@@ -25,10 +26,10 @@ int main(int argc, char** argv) {
 
     CheckFlags cf;
     auto* check_cmd = app.add_subcommand("check", "Run the checks of one exercise (or all) and score them");
-    check_cmd->add_option("exercise", cf.which, "task1, task2a, task2b, task3, task4 (commas for several) or all")
+    check_cmd->add_option("exercise", cf.which, exercise_list() + " (commas for several) or all")
         ->required();
     check_cmd->add_option("--submission", cf.submission,
-                          "Grade this folder (a student's tree, or a folder with task1/ ... task4/): built first");
+                          "Grade this folder (a student's tree, or a folder with one folder per exercise): built first");
     check_cmd->add_flag("--solutions", cf.solutions, "Grade the reference solutions (T-solution binaries)");
     check_cmd->add_option("--use-binary", cf.use_binaries, "EXERCISE=PATH: grade an already built binary");
     check_cmd->add_option("--only", cf.only, "Run only these checks (ids from `grader list`, comma-separated)")
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
 
     RunFlags rf;
     auto* run_cmd = app.add_subcommand("run", "Launch an exercise's ranks (here or over ssh) with per-rank logs");
-    run_cmd->add_option("exercise", rf.exercise, "task1, task2a, task2b, task3 or task4")->required();
+    run_cmd->add_option("exercise", rf.exercise, "One of " + exercise_list())->required();
     run_cmd->add_option("--world-size", rf.world, "Ranks on this machine")->capture_default_str()->check(CLI::Range(1, 1024));
     run_cmd->add_option("--hosts", rf.hosts, "a,b,c,d: one rank per host over ssh (the same path on every host)");
     run_cmd->add_flag("--solutions", rf.solutions, "Run the reference solution");

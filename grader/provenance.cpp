@@ -7,7 +7,7 @@
 #include <fstream>
 #include <thread>
 
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/process.h"
 #include "dtlab/train/runtime.h"
 
 namespace dtlab::grader {

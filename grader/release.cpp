@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "dtlab/core/error.h"
-#include "dtlab/core/skeleton.h"
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/skeleton.h"
+#include "dtlab/tooling/process.h"
 #include "dtlab/io/file.h"
 
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "dtlab/core/error.h"
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/process.h"
 #include "dtlab/io/file.h"
 #include "report_parts.h"
 

@@ -29,6 +29,7 @@ bool mentions(const std::vector<std::string>& args, const std::string& flag) {
 int run_command(const RunFlags& f) {
   selected_exercises(f.exercise);
   const bool distributed = !single_process(f.exercise);
+  const bool traffic = exercise(f.exercise).kind == "traffic";  // takes its own batch sizes, no --do_train
   LaunchSpec spec;
   spec.binary = fs::absolute(exercise_binary(f.exercise, f.solutions));
   spec.world_size = distributed ? f.world : 1;
@@ -49,16 +50,16 @@ int run_command(const RunFlags& f) {
       {"--model_name_or_path", (fixtures / "bert-tiny").string()}, {"--data_dir", (fixtures / "RTE").string()},
       {"--task_name", "RTE"}, {"--max_seq_length", "128"}, {"--learning_rate", "3e-4"},
       {"--output_dir", fs::absolute(fs::path(f.out) / f.exercise / "output").string()}};
-  if (f.exercise != "task4") defaults.push_back({"--num_train_epochs", "1"});
-  if (distributed && f.exercise != "task4") defaults.push_back({"--global_batch_size", "32"});
+  if (!traffic) defaults.push_back({"--num_train_epochs", "1"});
+  if (distributed && !traffic) defaults.push_back({"--global_batch_size", "32"});
   if (!distributed) defaults.push_back({"--per_gpu_train_batch_size", "32"});
   for (const auto& [flag, value] : defaults) {
     if (!mentions(f.extra, flag)) spec.args.insert(spec.args.end(), {flag, value});
   }
   for (const char* flag : {"--do_train", "--do_eval", "--overwrite_output_dir"}) {
-    if (f.exercise != "task4" && !mentions(f.extra, flag)) spec.args.push_back(flag);
+    if (!traffic && !mentions(f.extra, flag)) spec.args.push_back(flag);
   }
-  if (f.exercise == "task4" && !mentions(f.extra, "--overwrite_output_dir")) spec.args.push_back("--overwrite_output_dir");
+  if (traffic && !mentions(f.extra, "--overwrite_output_dir")) spec.args.push_back("--overwrite_output_dir");
   spec.args.insert(spec.args.end(), f.extra.begin(), f.extra.end());
   std::vector<std::string> launch_args = spec.args;  // before the rank flags: the launchers' own
   if (distributed) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "exercises.h"
 #include "launch.h"
 #include "outcome.h"
 
@@ -21,7 +22,7 @@ struct GradeOptions {
   std::filesystem::path results_dir;  // where runs/ and results.json go
   // exercise -> binary; "reference" is the kit's own single-process run (dtlab-reference).
   std::map<std::string, std::filesystem::path> binaries;
-  int timing_iterations = 40;         // DESIGN: 40 iterations, the first discarded
+  int timing_iterations = 40;         // docs/DESIGN.md: 40 iterations, the first discarded
   double collective_timeout = 30;     // --timeout of every rank
   double run_timeout = 300;           // a whole run, then its ranks are killed
   int threads = 0;                    // --threads of every rank (0: the kit's default)
@@ -58,10 +59,6 @@ class Runner {
   GradeOptions options_;
   std::map<std::string, Run> done_;
 };
-
-// task1 and the kit's reference train in one process, without the launch flags; every other
-// exercise is distributed (its ranks take --master_ip ... --local_rank).
-bool single_process(const std::string& exercise);
 
 // "task2b at 4 ranks" / "task1".
 std::string describe(const RunRequest& request);

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "dtlab/core/error.h"
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/process.h"
 #include "folder_lock.h"
 
 namespace fs = std::filesystem;

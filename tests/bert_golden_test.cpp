@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "dtlab/core/error.h"
+#include "dtlab/io/file.h"
 #include "dtlab/io/safetensors.h"
 #include "dtlab/model/bert.h"
 #include "test_util.h"
@@ -404,6 +405,18 @@ TEST(BertLoaderErrors, MissingWeightsNamesModelSafetensors) {
   const fs::path& dir = scratch.path;
   fs::copy_file(golden_dir("tiny-b") / "config.json", dir / "config.json");
   EXPECT_THROW_WITH(dtlab::model::from_pretrained(dir), dtlab::Error, "model.safetensors");
+}
+
+// Multi-label classification needs a sigmoid per label: training it with the kit's cross-entropy
+// would be silently wrong, so the config is refused with the field and the supported values.
+TEST(BertLoaderErrors, MultiLabelProblemTypeIsRefusedNamingTheFieldAndTheSupportedValues) {
+  nlohmann::json config = nlohmann::json::parse(dtlab::io::read_file(golden_dir("tiny-b") / "config.json"));
+  config["problem_type"] = "multi_label_classification";
+  EXPECT_THROW_WITH(dtlab::model::BertConfig::from_json(config, "config.json"), dtlab::Error,
+                    "\"problem_type\": \"multi_label_classification\" is not supported (supported: "
+                    "\"single_label_classification\", \"regression\"");
+  config["problem_type"] = "regression";
+  EXPECT_NO_THROW(dtlab::model::BertConfig::from_json(config, "config.json"));
 }
 
 TEST(BertLoaderErrors, MissingFolderNamesTheFolder) {

@@ -3,10 +3,12 @@
 // that task 4 reads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "dist_test_util.h"
 #include "dtlab/core/error.h"
+#include "dtlab/dist/broadcast_state.h"
 #include "dtlab/dist/group.h"
 #include "test_util.h"
 
@@ -193,6 +195,121 @@ TEST(Scatter, ScatterListOnNonSourceOrOfWrongLengthIsAnError) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// all_gather, reduce_scatter
+
+TEST(AllGather, EveryRankReceivesEveryRanksTensorInRankOrder) {
+  for (int world : kWorlds) {
+    run_ranks(world, [&](Group& g) {
+      const torch::Tensor mine = torch::full({2, 3}, static_cast<float>(10 * g.rank() + 1));
+      const std::vector<torch::Tensor> all = g.all_gather(mine, "rows");
+      ASSERT_EQ(static_cast<int>(all.size()), world);
+      for (int r = 0; r < world; ++r) {
+        EXPECT_TRUE(torch::equal(all[r], torch::full({2, 3}, static_cast<float>(10 * r + 1)))) << "from rank " << r;
+      }
+    });
+  }
+}
+
+// Rank r's inputs[k] = 100 r + k; reduce_scatter gives rank k the sum over r of 100 r + k =
+// 100 n(n-1)/2 + n k.
+TEST(ReduceScatter, RankKGetsTheSumOfEveryRanksKthInput) {
+  for (int world : kWorlds) {
+    run_ranks(world, [&](Group& g) {
+      std::vector<torch::Tensor> inputs;
+      for (int k = 0; k < world; ++k) inputs.push_back(torch::full({4}, static_cast<float>(100 * g.rank() + k)));
+      torch::Tensor out = torch::empty({4});
+      g.reduce_scatter(out, inputs, ReduceOp::SUM, "shards");
+      const float expected = 100.0f * world * (world - 1) / 2 + static_cast<float>(world * g.rank());
+      EXPECT_TRUE(torch::equal(out, torch::full({4}, expected))) << "world " << world << ": " << out;
+      torch::Tensor avg = torch::empty({4});
+      g.reduce_scatter(avg, inputs, ReduceOp::AVG_BY_DIVISION);
+      EXPECT_TRUE(torch::allclose(avg, torch::full({4}, expected / world))) << avg;
+    });
+  }
+}
+
+TEST(ReduceScatter, WrongNumberOfInputsIsAnError) {
+  run_ranks(2, [&](Group& g) {
+    torch::Tensor out = torch::empty({2});
+    EXPECT_THROW_WITH(g.reduce_scatter(out, {torch::zeros({2})}), dtlab::Error, "one per rank (2)");
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// send, recv
+
+// A ring: every rank sends its number to the next and receives the previous one's, the way a
+// pipeline stage hands activations on (sends asynchronous, so no rank blocks the ring).
+TEST(SendRecv, ARingPassesEachRanksTensorToTheNext) {
+  for (int world : {2, 4}) {
+    run_ranks(world, [&](Group& g) {
+      const int next = (g.rank() + 1) % world, previous = (g.rank() + world - 1) % world;
+      const torch::Tensor mine = torch::full({3}, static_cast<float>(g.rank()));
+      dtlab::dist::PendingWork sent = g.send_async(mine, next, "activations");
+      torch::Tensor got = torch::empty({3});
+      g.recv(got, previous, "activations");
+      sent.wait();
+      EXPECT_TRUE(torch::equal(got, torch::full({3}, static_cast<float>(previous)))) << got;
+    });
+  }
+}
+
+TEST(SendRecv, MessagesBetweenTwoRanksArriveInOrder) {
+  run_ranks(2, [&](Group& g) {
+    if (g.rank() == 0) {
+      for (int k = 0; k < 5; ++k) g.send(torch::full({2}, static_cast<float>(k)), 1, "micro-batch");
+    } else {
+      for (int k = 0; k < 5; ++k) {
+        torch::Tensor t = torch::empty({2});
+        dtlab::dist::PendingWork w = g.recv_async(t, 0, "micro-batch");
+        w.wait();
+        EXPECT_TRUE(torch::equal(t, torch::full({2}, static_cast<float>(k)))) << "message " << k;
+      }
+    }
+    const auto records = g.log().records();
+    ASSERT_EQ(records.size(), 5u);
+    EXPECT_EQ(records[0].op, g.rank() == 0 ? "send" : "recv");
+    EXPECT_EQ(records[0].bytes, 8);
+  });
+}
+
+TEST(SendRecv, ToItselfOrToNoSuchRankIsAnError) {
+  run_ranks(2, [&](Group& g) {
+    EXPECT_THROW_WITH(g.send(torch::zeros({1}), g.rank()), dtlab::Error, "cannot send to itself");
+    torch::Tensor t = torch::zeros({1});
+    EXPECT_THROW_WITH(g.recv(t, 5), dtlab::Error, "rank 5 does not exist (world size 2)");
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// broadcast_module_state
+
+// Values that float32 cannot hold: an int64 buffer above 2^24 and a float64 buffer with more
+// mantissa than float32 has. They must arrive bit for bit.
+TEST(BroadcastModuleState, EveryDtypeArrivesExactly) {
+  struct StateImpl : torch::nn::Module {
+    StateImpl(int rank) {
+      weight = register_parameter("weight", torch::full({3}, 0.5f + rank));
+      steps = register_buffer("steps", torch::full({2}, int64_t{(int64_t{1} << 40) + 7 + rank}, torch::kInt64));
+      mean = register_buffer("mean", torch::full({2}, 1.0 + 1e-12 * (1 + rank), torch::kFloat64));
+    }
+    torch::Tensor weight, steps, mean;
+  };
+  run_ranks(4, [&](Group& g) {
+    auto m = std::make_shared<StateImpl>(g.rank());
+    dtlab::dist::broadcast_module_state(*m, g);
+    EXPECT_TRUE(torch::equal(m->weight, torch::full({3}, 0.5f)));
+    EXPECT_TRUE(torch::equal(m->steps, torch::full({2}, int64_t{(int64_t{1} << 40) + 7}, torch::kInt64))) << m->steps;
+    EXPECT_TRUE(torch::equal(m->mean, torch::full({2}, 1.0 + 1e-12, torch::kFloat64)));
+    // One broadcast per dtype, each in its own dtype.
+    std::vector<std::string> dtypes;
+    for (const auto& r : g.log().records()) dtypes.push_back(r.dtype);
+    std::sort(dtypes.begin(), dtypes.end());
+    EXPECT_EQ(dtypes, (std::vector<std::string>{"float32", "float64", "int64"}));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // CommLog
 
 TEST(CommLog, RecordsOpShapeDtypeBytesAndTag) {
@@ -246,6 +363,18 @@ TEST(CommLog, RecordsOpShapeDtypeBytesAndTag) {
     g.log().clear();
     EXPECT_TRUE(g.log().records().empty());
     EXPECT_EQ(g.log().bytes(), 0);
+  });
+}
+
+TEST(CommLog, OperationsAreNumberedInTheOrderThisRankIssuedThem) {
+  run_ranks(2, [&](Group& g) {
+    torch::Tensor t = torch::ones({2});
+    g.all_reduce(t);
+    g.barrier();
+    g.broadcast(t, 1);
+    std::vector<int64_t> numbers;
+    for (const auto& r : g.log().records()) numbers.push_back(r.sequence);
+    EXPECT_EQ(numbers, (std::vector<int64_t>{1, 2, 3}));
   });
 }
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/process.h"
 #include "dtlab/io/json_file.h"
 #include "process_test_util.h"
 #include "test_util.h"

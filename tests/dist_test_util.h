@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "dtlab/dist/group.h"
+#include "dtlab/dist/detail/c10d.h"
 
 namespace dtlab::test {
 
@@ -59,7 +59,7 @@ inline void run_ranks(int world, const std::function<void(dist::Group&)>& body) 
         auto options = c10d::ProcessGroupGloo::Options::create(kRankTimeout);
         options->devices = {c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")};
         auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
-        groups[rank] = std::make_unique<dist::Group>(pg, rank, world, kRankTimeout, "gloo");
+        groups[rank] = dist::wrap_process_group(pg, rank, world, kRankTimeout, "gloo");
         body(*groups[rank]);
       } catch (...) {
         errors[rank] = std::current_exception();

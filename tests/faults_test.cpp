@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/process.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -248,7 +248,7 @@ TEST_F(Faults, RankOutsideTheWorldIsAOneLineUsageError) {
 
 // This LibTorch is CPU-only, built without NCCL. Asking for it is a problem with a flag, like any
 // unknown backend: a usage error (exit 2) with a one-line message, reported before this rank
-// waits for any other (DESIGN, glue_run.cpp: "Flags are checked before any rank waits for
+// waits for any other (glue/run.cpp: "Flags are checked before any rank waits for
 // another"). Rank 0 of a world of 2 runs alone here with a long --timeout, so a check made only
 // after the rendezvous shows up as a 30 s wait.
 TEST_F(Faults, NcclOnACpuOnlyLibTorchIsAOneLineUsageErrorAtOnce) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "dtlab/core/error.h"
-#include "dtlab/data/fixtures.h"
+#include "dtlab/tooling/fixtures.h"
 #include "dtlab/data/glue.h"
 #include "dtlab/io/file.h"
 #include "dtlab/model/bert.h"
@@ -20,7 +20,7 @@
 #include "test_util.h"
 
 namespace fs = std::filesystem;
-using dtlab::data::FixtureOptions;
+using dtlab::tooling::FixtureOptions;
 using dtlab::data::InputExample;
 
 namespace {
@@ -42,7 +42,7 @@ const fs::path& fixtures(uint64_t seed, const std::string& copy = "") {
   auto it = written.find(key);
   if (it == written.end()) {
     const fs::path dir = dtlab::test::fresh_temp_dir("fixtures-" + std::to_string(seed) + copy);
-    dtlab::data::write_fixtures(dir, small(seed));
+    dtlab::tooling::write_fixtures(dir, small(seed));
     it = written.emplace(key, dir).first;
   }
   return it->second;

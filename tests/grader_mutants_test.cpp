@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <ostream>
 
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/process.h"
 #include "dtlab/io/json_file.h"
 #include "test_util.h"
 

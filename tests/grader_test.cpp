@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/process.h"
 #include "dtlab/io/file.h"
 #include "dtlab/io/json_file.h"
 #include "process_test_util.h"

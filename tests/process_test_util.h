@@ -26,33 +26,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dtlab/tooling/process.h"
+
 namespace dtlab::test {
 
-// A TCP port on 127.0.0.1 that nobody listens on right now: the kernel picks it (bind to port
-// 0), we read it back and close the socket. Each test asks for its own, so tests running at the
-// same time (ctest -j, other people's runs) do not collide. The kernel hands out ephemeral ports
-// round-robin, so the port is not given out again soon after.
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error(std::string("free_port: socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw std::runtime_error(std::string("free_port: bind: ") + std::strerror(err));
-  }
-  socklen_t len = sizeof addr;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw std::runtime_error(std::string("free_port: getsockname: ") + std::strerror(err));
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+// Each test asks for its own port (tooling/process.h), so tests running at the same time
+// (ctest -j, other people's runs) do not collide.
+inline int free_port() { return dtlab::free_local_port(); }
 
 // A socket listening on 127.0.0.1:port for as long as it lives (to occupy a port). The port is
 // the kernel's choice when 0 is given.
@@ -118,43 +98,16 @@ struct ChildExit {
 class Child {
  public:
   Child(const std::vector<std::string>& argv, const std::filesystem::path& log) : log_(log) {
-    if (argv.empty()) throw std::runtime_error("Child: empty command");
-    int exec_fds[2];  // a failed exec is reported through this pipe
-    if (::pipe2(exec_fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    const std::string log_text = log.string();
+    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (out < 0) throw std::runtime_error("cannot write " + log.string() + ": " + std::strerror(errno));
     start_ = std::chrono::steady_clock::now();
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      const int in = ::open("/dev/null", O_RDONLY);
-      const int out = ::open(log_text.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (in < 0 || out < 0) {
-        const int err = errno;
-        (void)!::write(exec_fds[1], &err, sizeof err);
-        ::_exit(127);
-      }
-      ::dup2(in, STDIN_FILENO);
-      ::dup2(out, STDOUT_FILENO);
-      ::dup2(out, STDERR_FILENO);
-      ::execv(args[0], args.data());
-      const int err = errno;
-      (void)!::write(exec_fds[1], &err, sizeof err);
-      ::_exit(127);
+    try {
+      pid_ = dtlab::spawn_process(argv, out);
+    } catch (...) {
+      ::close(out);
+      throw;
     }
-    ::setpgid(pid_, pid_);  // also from the parent, so the group exists before any kill
-    ::close(exec_fds[1]);
-    int err = 0;
-    const bool failed = ::read(exec_fds[0], &err, sizeof err) == sizeof err;
-    ::close(exec_fds[0]);
-    if (failed) {
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-      throw std::runtime_error("cannot run " + argv[0] + ": " + std::strerror(err));
-    }
+    ::close(out);
   }
   ~Child() {
     if (running()) {

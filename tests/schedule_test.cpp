@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 #include <torch/optim/sgd.h>
 
 #include "dtlab/core/error.h"
@@ -161,7 +164,7 @@ TEST(LinearWarmupSchedule, NegativeWarmupIsAnError) {
 // ---------------------------------------------------------------------------------------------
 // make_adamw
 
-TEST(MakeAdamW, BiasesAndLayerNormWeightsGoToTheNoDecayGroup) {
+TEST(MakeAdamW, ExemptionByDimensionIsExactlyRunGluesNamedSetForBert) {
   torch::manual_seed(0);
   dtlab::model::BertForSequenceClassification model(tiny_config());
   auto optimizer = dtlab::train::make_adamw(*model, optimizer_options(3e-5, 0.01));
@@ -183,7 +186,8 @@ TEST(MakeAdamW, BiasesAndLayerNormWeightsGoToTheNoDecayGroup) {
   EXPECT_EQ(numel(no_decay), 114);
   EXPECT_EQ(numel(decay) + numel(no_decay), numel(model->parameters()));
 
-  // By name: every tensor in exactly the group its name says.
+  // By name: every tensor in exactly the group run_glue.py's names put it in (the kit's rule is
+  // "fewer than two dimensions"; for BERT the two rules must pick the same set).
   std::set<const void*> decay_ptrs, no_decay_ptrs;
   for (const auto& p : decay) decay_ptrs.insert(p.unsafeGetTensorImpl());
   for (const auto& p : no_decay) no_decay_ptrs.insert(p.unsafeGetTensorImpl());
@@ -203,6 +207,23 @@ TEST(MakeAdamW, BiasesAndLayerNormWeightsGoToTheNoDecayGroup) {
     EXPECT_DOUBLE_EQ(o->lr(), 3e-5);
     EXPECT_DOUBLE_EQ(o->eps(), 1e-8);
   }
+}
+
+// GPT-2's LayerNorms are "ln_1", "ln_2", "ln_f": a rule by BERT's names would decay them. The
+// rule by dimension does not, whatever the names.
+TEST(MakeAdamW, Gpt2StyleNormWeightsAndBiasesAreExemptWhateverTheirNames) {
+  struct Gpt2LikeImpl : torch::nn::Module {
+    Gpt2LikeImpl() {
+      register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({4})));
+      register_module("c_attn", torch::nn::Linear(4, 12));
+      register_module("wte", torch::nn::Embedding(10, 4));
+    }
+  };
+  auto m = std::make_shared<Gpt2LikeImpl>();
+  auto optimizer = dtlab::train::make_adamw(*m, optimizer_options(1e-4, 0.1));
+  const auto& groups = optimizer->param_groups();
+  EXPECT_EQ(numel(groups[0].params()), 4 * 12 + 10 * 4);  // c_attn.weight, wte.weight
+  EXPECT_EQ(numel(groups[1].params()), 4 + 4 + 12);       // ln_1.weight, ln_1.bias, c_attn.bias
 }
 
 TEST(MakeAdamW, NonPositiveLearningRateOrNegativeWeightDecayIsAnError) {

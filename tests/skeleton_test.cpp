@@ -1,4 +1,4 @@
-// Student skeletons (Note [Exercise regions] in core/skeleton.h): the text transformation, its
+// Student skeletons (Note [Exercise regions] in tooling/skeleton.h): the text transformation, its
 // errors, and that tasks/ is what solutions/ generates.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "dtlab/core/error.h"
-#include "dtlab/core/skeleton.h"
+#include "dtlab/tooling/skeleton.h"
 #include "dtlab/io/file.h"
 #include "test_util.h"
 

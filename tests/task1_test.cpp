@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/process.h"
 #include "dtlab/io/file.h"
 #include "dtlab/io/json_file.h"
 #include "test_util.h"

@@ -1,12 +1,9 @@
 // Task 4: the ring all_reduce traffic model, and the measurement on the loopback interface.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <thread>
 
-#include "dtlab/core/subprocess.h"
+#include "dtlab/tooling/process.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/tasks/task4.h"
 #include "test_util.h"
@@ -28,28 +25,12 @@ TEST(RingAllreduce, EpochTrafficIsIterationsTimesTheRingCostOfEachAllreduce) {
   EXPECT_DOUBLE_EQ(dtlab::task4::expected_epoch_bytes_per_rank(one, 10, 4), 15000.0);
 }
 
-namespace {
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-}  // namespace
-
 // Two ranks on loopback: the tx counter of lo must match the model within a few percent
 // (headers and the rendezvous add a little; nothing else may use lo meanwhile: RUN_SERIAL).
 TEST(Task4, MeasuredLoopbackTrafficMatchesTheRingModel) {
   const fs::path dir = dtlab::test::fresh_temp_dir("task4");
   ASSERT_EQ(dtlab::run_process({DTLAB_FIXTURES_BIN, "--out", (dir / "fx").string()}, 60).exit_code, 0);
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(dtlab::free_local_port());
   dtlab::ProcessResult results[2];
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {

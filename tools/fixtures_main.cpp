@@ -1,14 +1,14 @@
-// dtlab-fixtures: writes the offline model and data set (see common/include/dtlab/data/fixtures.h).
+// dtlab-fixtures: writes the offline model and data set (see common/include/dtlab/tooling/fixtures.h).
 #include <CLI/CLI.hpp>
 
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
-#include "dtlab/data/fixtures.h"
+#include "dtlab/tooling/fixtures.h"
 
 int main(int argc, char** argv) {
   return dtlab::run_main("dtlab-fixtures", [&]() -> int {
     std::string out = "fixtures";
-    dtlab::data::FixtureOptions o;
+    dtlab::tooling::FixtureOptions o;
     CLI::App app{"Writes a tiny random BERT (Hugging Face format) and a learnable RTE-format data "
                  "set, deterministically from --seed"};
     app.add_option("--out", out, "Output folder (gets bert-tiny/ and RTE/)")->capture_default_str();
@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     app.add_option("--num_hidden_layers", o.num_hidden_layers, "Model depth")->capture_default_str();
     app.add_option("--num_attention_heads", o.num_attention_heads, "Attention heads")->capture_default_str();
     if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
-    dtlab::data::write_fixtures(out, o);
+    dtlab::tooling::write_fixtures(out, o);
     std::printf("wrote %s/bert-tiny (model) and %s/RTE (data)\n", out.c_str(), out.c_str());
     return dtlab::kExitOk;
   });

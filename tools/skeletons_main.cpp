@@ -1,10 +1,10 @@
-// dtlab-skeletons: writes tasks/ from solutions/ (Note [Exercise regions] in core/skeleton.h),
+// dtlab-skeletons: writes tasks/ from solutions/ (Note [Exercise regions] in tooling/skeleton.h),
 // or with --check reports every file of tasks/ that differs from what it would write. The same
 // as `grader skeletons`, without the grader.
 #include <CLI/CLI.hpp>
 
 #include "dtlab/core/main.h"
-#include "dtlab/core/skeleton.h"
+#include "dtlab/tooling/skeleton.h"
 
 int main(int argc, char** argv) {
   return dtlab::run_main("dtlab-skeletons", [&]() -> int {

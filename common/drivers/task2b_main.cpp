@@ -1,14 +1,13 @@
 // task2b and task2b-solution: data-parallel fine-tuning with all_reduce synchronisation.
+#include "dtlab/glue/run.h"
 #include "dtlab/tasks/task2b.h"
-#include "dtlab/train/glue_run.h"
 
 int main(int argc, char** argv) {
-  dtlab::train::GlueExercise exercise;
+  namespace ex = dtlab::task2b;
+  dtlab::glue::GlueExercise exercise;
   exercise.name = "task2b";
-  exercise.mode = dtlab::train::GlueMode::kDistributed;
-  exercise.setup = dtlab::task2b::setup;
-  exercise.make_sampler = dtlab::task2b::make_sampler;
-  exercise.broadcast_parameters = dtlab::task2b::broadcast_parameters;
-  exercise.sync_gradients = dtlab::task2b::sync_gradients;
-  return dtlab::train::glue_main(argc, argv, exercise);
+  exercise.flags = dtlab::glue::GlueMode::kDistributed;
+  exercise.data_parallel = {{ex::setup, ex::make_sampler,
+                             dtlab::glue::sync_by_hand(ex::broadcast_parameters, ex::sync_gradients)}};
+  return dtlab::glue::glue_main(argc, argv, exercise);
 }

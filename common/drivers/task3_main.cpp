@@ -1,13 +1,12 @@
 // task3 and task3-solution: data-parallel fine-tuning with DistributedDataParallel.
+#include "dtlab/glue/run.h"
 #include "dtlab/tasks/task3.h"
-#include "dtlab/train/glue_run.h"
 
 int main(int argc, char** argv) {
-  dtlab::train::GlueExercise exercise;
+  namespace ex = dtlab::task3;
+  dtlab::glue::GlueExercise exercise;
   exercise.name = "task3";
-  exercise.mode = dtlab::train::GlueMode::kDdp;
-  exercise.setup = dtlab::task3::setup;
-  exercise.make_sampler = dtlab::task3::make_sampler;
-  exercise.wrap_model = dtlab::task3::wrap_model;
-  return dtlab::train::glue_main(argc, argv, exercise);
+  exercise.flags = dtlab::glue::GlueMode::kDdp;
+  exercise.data_parallel = {{ex::setup, ex::make_sampler, dtlab::glue::sync_by_ddp(ex::wrap_model)}};
+  return dtlab::glue::glue_main(argc, argv, exercise);
 }

@@ -16,7 +16,7 @@ model::BertForSequenceClassification load_model(const std::filesystem::path& mod
   // END TODO
 }
 
-float train_step(train::TrainState& state, const data::Batch& batch) {
+float train_step(glue::BertTrainState& state, const data::Batch& batch) {
   state.model->train();
   const model::ClassifierOutput out = state.model->forward(
       batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels);
@@ -38,7 +38,7 @@ float train_step(train::TrainState& state, const data::Batch& batch) {
   return out.loss.item<float>();
 }
 
-train::EvalResult after_epoch(train::TrainState& state, int epoch) {
+train::EvalResult after_epoch(glue::BertTrainState& state, int epoch) {
   // BEGIN TODO(task1): evaluate the model on the dev set after every epoch with state.evaluate() and return the result.
   return state.evaluate();
   // END TODO

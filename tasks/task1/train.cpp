@@ -17,7 +17,7 @@ model::BertForSequenceClassification load_model(const std::filesystem::path& mod
   throw dtlab::NotImplemented("TODO(task1): load the pre-trained model from model_dir with model::from_pretrained, passing the overrides and the report.");
 }
 
-float train_step(train::TrainState& state, const data::Batch& batch) {
+float train_step(glue::BertTrainState& state, const data::Batch& batch) {
   state.model->train();
   const model::ClassifierOutput out = state.model->forward(
       batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels);
@@ -37,7 +37,7 @@ float train_step(train::TrainState& state, const data::Batch& batch) {
   return out.loss.item<float>();
 }
 
-train::EvalResult after_epoch(train::TrainState& state, int epoch) {
+train::EvalResult after_epoch(glue::BertTrainState& state, int epoch) {
   // TODO(task1): evaluate the model on the dev set after every epoch with state.evaluate() and return the result.
   throw dtlab::NotImplemented("TODO(task1): evaluate the model on the dev set after every epoch with state.evaluate() and return the result.");
 }

@@ -97,12 +97,15 @@ Features convert_examples_to_features(const std::vector<InputExample>& examples,
   return f;
 }
 
-int64_t Batch::real_tokens() const { return attention_mask.sum().item<int64_t>(); }
 
 Batch make_batch(const Features& features, const std::vector<int64_t>& indices) {
   const torch::Tensor index = torch::tensor(indices, torch::TensorOptions().dtype(torch::kInt64));
-  return {features.input_ids.index_select(0, index), features.attention_mask.index_select(0, index),
-          features.token_type_ids.index_select(0, index), features.labels.index_select(0, index)};
+  Batch b;
+  b.input_ids = features.input_ids.index_select(0, index);
+  b.attention_mask = features.attention_mask.index_select(0, index);
+  b.token_type_ids = features.token_type_ids.index_select(0, index);
+  b.labels = features.labels.index_select(0, index);
+  return b;
 }
 
 }  // namespace dtlab::data

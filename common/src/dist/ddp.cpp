@@ -11,6 +11,8 @@
 #include <chrono>
 #include <set>
 
+#include "dtlab/dist/broadcast_state.h"
+
 namespace dtlab::dist {
 
 struct DistributedDataParallel::Bucket {
@@ -43,43 +45,29 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   if (options_.bucket_cap_bytes <= 0 || options_.first_bucket_bytes <= 0) {
     throw Error("DDP bucket sizes must be positive");
   }
-  // Unique parameters (tied weights appear once), in registration order.
+  const std::vector<size_t> position = collect_parameters();
+  broadcast_module_state(*module_, group_, options_.broadcast_buffers, "ddp initial broadcast");
+  build_buckets(position);
+  register_hooks();
+}
+
+std::vector<size_t> DistributedDataParallel::collect_parameters() {
+  // Unique parameters (tied weights appear once) that require a gradient, in registration order.
   std::set<const void*> seen;
-  std::vector<torch::Tensor> everything;
   std::vector<size_t> position;  // of params_[i] in module_->parameters()
   size_t index = 0;
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     const size_t here = index++;
-    const void* impl = item.value().unsafeGetTensorImpl();
-    if (!seen.insert(impl).second) continue;
-    everything.push_back(item.value());
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
     if (!item.value().requires_grad()) continue;  // frozen: never reduced
     params_.push_back(item.value());
     names_.push_back(item.key());
     position.push_back(here);
   }
+  return position;
+}
 
-  // Every rank starts from rank 0's weights and buffers.
-  {
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> state = everything;
-    if (options_.broadcast_buffers) {
-      for (const auto& b : module_->buffers(/*recurse=*/true)) state.push_back(b);
-    }
-    if (!state.empty()) {
-      std::vector<torch::Tensor> flat_views;
-      for (const auto& t : state) flat_views.push_back(t.detach().reshape(-1).to(torch::kFloat32));
-      torch::Tensor flat = torch::cat(flat_views);
-      group_.broadcast(flat, /*src=*/0, "ddp initial broadcast");
-      int64_t offset = 0;
-      for (auto& t : state) {
-        const int64_t n = t.numel();
-        t.detach().copy_(flat.narrow(0, offset, n).view(t.sizes()).to(t.dtype()));
-        offset += n;
-      }
-    }
-  }
-
+void DistributedDataParallel::build_buckets(const std::vector<size_t>& position) {
   std::vector<int64_t> bytes;
   for (const auto& p : params_) bytes.push_back(p.numel() * p.element_size());
   const std::vector<BucketLayout> internal =
@@ -104,7 +92,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   }
   ready_.assign(params_.size(), false);
   reset();
+}
 
+void DistributedDataParallel::register_hooks() {
   // Note [When a bucket is reduced]: one post hook per gradient accumulator.
   for (size_t i = 0; i < params_.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);

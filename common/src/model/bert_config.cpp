@@ -58,6 +58,13 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& sou
   read(j, "layer_norm_eps", c.layer_norm_eps, source);
   read(j, "pad_token_id", c.pad_token_id, source);
   read(j, "problem_type", c.problem_type, source);
+  if (!c.problem_type.empty() && c.problem_type != "single_label_classification" &&
+      c.problem_type != "regression") {
+    // multi_label_classification trains with a sigmoid per label (BCEWithLogitsLoss), which the
+    // kit does not implement: training it with cross-entropy would be silently wrong.
+    throw Error(source + ": \"problem_type\": \"" + c.problem_type + "\" is not supported (supported: "
+                "\"single_label_classification\", \"regression\", or none)");
+  }
   // Hugging Face derives num_labels from id2label when it is there (save_pretrained writes
   // id2label, not num_labels); a config with neither has 2 labels.
   if (j.contains("id2label") && j.at("id2label").is_object()) {

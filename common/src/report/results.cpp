@@ -24,6 +24,7 @@ nlohmann::json Results::to_json() const {
     j["eval_accuracy"] = e.eval_accuracy ? nlohmann::json(*e.eval_accuracy) : nlohmann::json();
     j["eval_loss"] = e.eval_loss ? nlohmann::json(*e.eval_loss) : nlohmann::json();
     j["eval_examples"] = e.eval_examples;
+    for (const auto& [name, value] : e.eval_metrics) j["eval_" + name] = value;
     epochs.push_back(j);
   }
   const TimingSummary t = summarize(seconds);

@@ -1,4 +1,4 @@
-// AdamW parameter groups and the linear warmup schedule of run_glue.py.
+// AdamW parameter groups and the linear warmup schedule, see train/optimizer.h.
 #include "dtlab/train/optimizer.h"
 
 #include <algorithm>
@@ -6,13 +6,7 @@
 #include "dtlab/core/error.h"
 
 namespace dtlab::train {
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
+bool exempt_from_weight_decay(const torch::Tensor& parameter) { return parameter.dim() < 2; }
 
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
                                                 const OptimizerOptions& o) {
@@ -21,8 +15,7 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     if (!item.value().requires_grad()) continue;
-    const bool exempt = ends_with(item.key(), "bias") || ends_with(item.key(), "LayerNorm.weight");
-    (exempt ? no_decay : decay).push_back(item.value());
+    (exempt_from_weight_decay(item.value()) ? no_decay : decay).push_back(item.value());
   }
   auto options = [&](double weight_decay) {
     return std::make_unique<torch::optim::AdamWOptions>(

@@ -27,4 +27,13 @@ void write_rank_dump(const std::filesystem::path& dir, const torch::nn::Module& 
                         {"global_batch_size", std::to_string(info.global_batch_size)}});
 }
 
+AfterSync rank_dump_hook(std::filesystem::path dir, int dump_step, int rank, int world,
+                         int64_t global_batch_size, data::SamplerOptions sampler) {
+  return [=](const StepInput& input, const torch::nn::Module& model) {
+    if (input.step != dump_step) return;
+    write_rank_dump(dir, model,
+                    {rank, world, dump_step, global_batch_size, data::shard_indices(sampler, 0), *input.rows});
+  };
+}
+
 }  // namespace dtlab::train

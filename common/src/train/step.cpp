@@ -1,23 +1,27 @@
-// The data-parallel training step, see train/step.h.
+// The kit's training step, see train/step.h.
 #include "dtlab/train/step.h"
 
 #include <torch/nn/utils/clip_grad.h>
 
 namespace dtlab::train {
 
-float data_parallel_step(TrainState& state, const data::Batch& b, const std::function<void()>& sync) {
-  state.model->train();
-  const model::ClassifierOutput out =
-      state.model->forward(b.input_ids, b.attention_mask, b.token_type_ids, b.labels);
-  out.loss.backward();  // with DDP, the buckets are reduced during this call
-  if (sync) sync();
+StepResult training_step(TrainState& state, const StepInput& input, GradientSync& sync,
+                         const AfterSync& after_sync) {
+  state.module->train();
+  const torch::Tensor loss = state.loss(*input.batch);
+  sync.before_backward();
+  loss.backward();  // with DDP, the buckets are reduced during this call
+  StepResult result;
+  result.comm_seconds = sync.after_backward();
+  if (after_sync) after_sync(input, *state.module);
   if (state.max_grad_norm > 0) {
-    torch::nn::utils::clip_grad_norm_(state.model->parameters(), state.max_grad_norm);
+    torch::nn::utils::clip_grad_norm_(state.module->parameters(), state.max_grad_norm);
   }
   state.optimizer->step();
   state.scheduler->step();
-  state.model->zero_grad();
-  return out.loss.item<float>();
+  state.module->zero_grad();
+  result.loss = loss.item<float>();
+  return result;
 }
 
 }  // namespace dtlab::train

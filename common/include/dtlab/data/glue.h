@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dtlab/data/batch.h"
 #include "dtlab/tokenizer/bert_tokenizer.h"
 
 namespace dtlab::data {
@@ -46,14 +47,6 @@ struct Features {
 Features convert_examples_to_features(const std::vector<InputExample>& examples,
                                       const tokenizer::BertTokenizer& tokenizer,
                                       int max_seq_length);
-
-// One minibatch: rows of Features.
-struct Batch {
-  torch::Tensor input_ids, attention_mask, token_type_ids, labels;
-  int64_t size() const { return labels.size(0); }
-  // Tokens the model reads in this batch (attention_mask ones), for throughput figures.
-  int64_t real_tokens() const;
-};
 
 // The rows `indices` of features, in that order.
 Batch make_batch(const Features& features, const std::vector<int64_t>& indices);

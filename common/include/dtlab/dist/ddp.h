@@ -54,10 +54,10 @@ struct BucketLayout {
 
 class DistributedDataParallel {
  public:
-  // Registers the hooks and copies rank 0's parameters and buffers to every rank (broadcast),
-  // so ranks that started from different random weights agree. Parameters with
-  // requires_grad=false are left out of the buckets. Parameters shared by several modules
-  // (tied weights) are reduced once.
+  // Copies rank 0's parameters and buffers to every rank (broadcast_module_state), so ranks that
+  // started from different random weights agree; lays out the buckets; registers the hooks.
+  // Parameters with requires_grad=false are left out of the buckets. Parameters shared by
+  // several modules (tied weights) are reduced once.
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Group& group,
                           DdpOptions options = {});
   ~DistributedDataParallel();
@@ -87,6 +87,10 @@ class DistributedDataParallel {
 
  private:
   struct Bucket;
+  // The constructor's jobs, in order.
+  std::vector<size_t> collect_parameters();  // returns each one's index in module parameters()
+  void build_buckets(const std::vector<size_t>& position);
+  void register_hooks();
   void launch(size_t bucket);
   void finalize();
   void reset();

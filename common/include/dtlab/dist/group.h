@@ -1,15 +1,19 @@
-// A process group for the exercises: torch.distributed's collectives (all_reduce, gather,
-// scatter, broadcast, barrier) over a c10d ProcessGroup (Gloo, or NCCL where LibTorch has it),
-// each with the run's timeout, each recorded in a CommLog (task 4 reads it), and every failure
-// turned into a dtlab::DistError that says which rank, which collective and what to check.
+// A process group for the exercises: torch.distributed's collectives (all_reduce, broadcast,
+// gather, scatter, all_gather, reduce_scatter, barrier) and point-to-point send/recv over a c10d
+// ProcessGroup (Gloo, or NCCL where LibTorch has it). Every operation waits at most the run's
+// timeout, is recorded in a CommLog (task 4 reads it) and is numbered; every failure becomes a
+// dtlab::DistError that says which rank, which operation (its number and tag) and what to check.
 //
-// Threading contract: like c10d's ProcessGroup, every rank must call the same collectives in
-// the same order. Blocking calls may be made from any one thread at a time; all_reduce_async
-// may be called from the autograd thread (DDP's hooks) while no blocking call is in flight.
+// Threading contract: like c10d's ProcessGroup, every rank must issue the same collectives in
+// the same order. Blocking calls may be made from any one thread at a time; the *_async calls
+// may also be made from the autograd thread (DDP's hooks) while no blocking call is in flight.
+// send/recv pair up by (peer, order), as in c10d: a stage sends to the next and receives from
+// the previous in the same order on both sides.
+//
+// c10d's headers stay out of this one (student headers include it): the group is made by
+// init_process_group, or for tests by dist/detail/c10d.h's wrap_process_group.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/types.h>
 
 #include <chrono>
@@ -27,14 +31,16 @@ using dtlab::DistError;  // see core/error.h
 
 enum class ReduceOp { SUM, AVG_BY_DIVISION, MAX, MIN };
 
-// One collective as this rank saw it.
+// One operation as this rank saw it.
 struct CommRecord {
-  std::string op;      // "all_reduce", "gather", "scatter", "broadcast", "barrier"
+  std::string op;      // "all_reduce", "gather", "scatter", "broadcast", "all_gather",
+                       // "reduce_scatter", "send", "recv", "barrier"
   std::vector<int64_t> shape;
   std::string dtype;   // "float32", ...
   int64_t bytes = 0;   // bytes of this rank's tensor
   double seconds = 0;  // from the call to completion (for async: to wait())
   std::string tag;     // who asked: "gradients", "ddp bucket 3", "loss", ...
+  int64_t sequence = 0;  // this rank's count of operations issued, from 1
 };
 
 class CommLog {
@@ -52,36 +58,42 @@ class CommLog {
   std::vector<CommRecord> records_;
 };
 
-// An all_reduce in flight (DDP launches them from autograd hooks).
+namespace detail {
+struct InFlight;  // a c10d work item and its record (dist/group.cpp)
+}
+
+// An operation in flight (DDP launches all_reduces from autograd hooks; pipelines send and
+// receive while they compute).
 class PendingWork {
  public:
-  PendingWork() = default;
+  PendingWork();
+  explicit PendingWork(std::unique_ptr<detail::InFlight> in_flight);  // made by Group
+  ~PendingWork();
+  PendingWork(PendingWork&&) noexcept;
+  PendingWork& operator=(PendingWork&&) noexcept;
   // Blocks until done or the group's timeout; throws DistError on failure. Records the time.
   void wait();
-  bool valid() const { return work_ != nullptr; }
+  bool valid() const;
 
  private:
-  friend class Group;
-  c10::intrusive_ptr<c10d::Work> work_;
-  class Group* group_ = nullptr;
-  CommRecord record_;
-  std::chrono::steady_clock::time_point start_;
+  std::unique_ptr<detail::InFlight> in_flight_;
 };
 
 class Group {
  public:
-  // Wraps an existing c10d process group (tests build these over a HashStore).
-  Group(c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank, int size,
-        std::chrono::milliseconds timeout, std::string backend);
+  struct State;  // the c10d process group and this rank's bookkeeping (dist/group.cpp)
+  explicit Group(std::unique_ptr<State> state);
   ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  const std::string& backend() const { return backend_; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  int rank() const;
+  int size() const;
+  const std::string& backend() const;
+  std::chrono::milliseconds timeout() const;
   // Ranks that run on this host (found at rendezvous; 1 for groups made without one).
-  int local_world_size() const { return local_world_size_; }
-  int local_rank() const { return local_rank_; }
+  int local_world_size() const;
+  int local_rank() const;
 
   // In place on every rank: tensor becomes the reduction over ranks. AVG_BY_DIVISION is SUM
   // then division by size() (Gloo has no average).
@@ -97,36 +109,32 @@ class Group {
   void scatter(torch::Tensor& tensor, const std::vector<torch::Tensor>* scatter_list, int src,
                const std::string& tag = "");
   void broadcast(torch::Tensor& tensor, int src, const std::string& tag = "");
+  // all_gather: every rank sends tensor and receives size() tensors like it, in rank order.
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor, const std::string& tag = "");
+  // reduce_scatter: inputs holds size() tensors shaped like output; rank r's output becomes the
+  // reduction (SUM or AVG_BY_DIVISION) over ranks of their inputs[r].
+  void reduce_scatter(torch::Tensor& output, const std::vector<torch::Tensor>& inputs,
+                      ReduceOp op = ReduceOp::SUM, const std::string& tag = "");
   void barrier(const std::string& tag = "");
 
-  CommLog& log() { return log_; }
-  c10d::ProcessGroup& process_group() { return *pg_; }
+  // Point to point. recv fills tensor, which must already have the sender's shape and dtype.
+  void send(const torch::Tensor& tensor, int dst, const std::string& tag = "");
+  void recv(torch::Tensor& tensor, int src, const std::string& tag = "");
+  PendingWork send_async(const torch::Tensor& tensor, int dst, const std::string& tag = "");
+  PendingWork recv_async(torch::Tensor& tensor, int src, const std::string& tag = "");
 
-  // Internal: completes a work item or throws DistError naming the collective.
-  void finish(c10::intrusive_ptr<c10d::Work>& work, CommRecord& record,
-              std::chrono::steady_clock::time_point start);
-
-  void set_locality(int local_rank, int local_world_size) {
-    local_rank_ = local_rank;
-    local_world_size_ = local_world_size;
-  }
+  CommLog& log();
 
  private:
-  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
-  int rank_, size_;
-  std::chrono::milliseconds timeout_;
-  std::string backend_;
-  int local_rank_ = 0, local_world_size_ = 1;
-  CommLog log_;
-  int64_t sequence_ = 0;  // collectives issued, for error messages
+  std::unique_ptr<State> state_;
 };
 
-// Rendezvous and process group: rank 0 serves a c10d TCPStore at master_addr:master_port, every
-// rank registers and waits for all the others (up to the timeout; the error names the ranks
-// that never arrived), then a ProcessGroupGloo bound to --interface or to the local address that
-// reaches the master (or ProcessGroupNCCL with each rank on its local GPU). World size 1 needs
-// no network. A port in use, an unreachable master, a rank that never arrives: one DistError
-// line each.
+// Rendezvous and process group (dist/rendezvous.cpp): rank 0 serves a c10d TCPStore at
+// master_addr:master_port, every rank registers and waits for all the others (up to the
+// timeout; the error names the ranks that never arrived), then a ProcessGroupGloo bound to
+// --interface or to the local address that reaches the master (or ProcessGroupNCCL with each
+// rank on its local GPU). World size 1 needs no network. A port in use, an unreachable master,
+// a rank that never arrives: one DistError line each.
 std::unique_ptr<Group> init_process_group(const Settings& settings);
 
 }  // namespace dtlab::dist

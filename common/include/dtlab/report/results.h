@@ -6,12 +6,14 @@
 //   {"schema", "exercise", "config": {...}, "environment": {...},
 //    "iterations": [{"step", "epoch", "loss", "seconds", "comm_seconds", "lr", "examples",
 //                    "tokens"}],
-//    "epochs": [{"epoch", "train_loss", "eval_accuracy", "eval_loss", "eval_examples", "seconds"}],
+//    "epochs": [{"epoch", "train_loss", "eval_accuracy", "eval_loss", "eval_examples", "seconds",
+//                "eval_<metric>"...}],
 //    "timing": {"count", "discarded", "mean_seconds", "stdev_seconds", "min_seconds",
 //               "max_seconds", "examples_per_second", "tokens_per_second"}}
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +37,7 @@ struct EpochRecord {
   int epoch = 0;
   double train_loss = 0;  // mean over the epoch's iterations
   std::optional<double> eval_accuracy, eval_loss;
+  std::map<std::string, double> eval_metrics;  // written as "eval_<name>" ("eval_bleu", ...)
   int64_t eval_examples = 0;
   double seconds = 0;
 };

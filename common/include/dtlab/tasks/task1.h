@@ -16,7 +16,7 @@
 
 #include "dtlab/data/glue.h"
 #include "dtlab/model/bert.h"
-#include "dtlab/train/train_state.h"
+#include "dtlab/glue/run.h"
 
 namespace dtlab::task1 {
 
@@ -31,10 +31,10 @@ model::BertForSequenceClassification load_model(const std::filesystem::path& mod
 // One optimisation step on one minibatch: forward pass and loss, backward pass, gradient
 // clipping to state.max_grad_norm, optimizer step, learning-rate schedule step, gradients reset
 // to zero. Returns the minibatch's loss (before the step).
-float train_step(train::TrainState& state, const data::Batch& batch);
+float train_step(glue::BertTrainState& state, const data::Batch& batch);
 
 // Called once at the end of every epoch (epoch counts from 1). Evaluates the model on the dev
 // set with state.evaluate() and returns the result, which the driver prints and records.
-train::EvalResult after_epoch(train::TrainState& state, int epoch);
+train::EvalResult after_epoch(glue::BertTrainState& state, int epoch);
 
 }  // namespace dtlab::task1

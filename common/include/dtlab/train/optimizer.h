@@ -1,5 +1,5 @@
-// The optimiser and learning-rate schedule of run_glue.py: AdamW without weight decay on biases
-// and LayerNorm weights, and a linear schedule with warmup.
+// The optimiser and learning-rate schedule of run_glue.py, for any model: AdamW without weight
+// decay on biases and normalisation weights, and a linear schedule with warmup.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -15,8 +15,13 @@ struct OptimizerOptions {
   double adam_epsilon = 1e-8;
 };
 
-// Two parameter groups, as run_glue builds them: weight decay on every parameter but biases and
-// LayerNorm weights (names ending in "bias" or "LayerNorm.weight"), none on those.
+// Whether a parameter is exempt from weight decay: every parameter with fewer than two
+// dimensions (biases, LayerNorm/RMSNorm weights and biases). For BERT this is exactly the set
+// run_glue.py names ("bias", "LayerNorm.weight"; tests/schedule_test.cpp proves it), and unlike
+// names it is right for GPT-2 too (ln_1.weight, ln_f.weight), as in nanoGPT and llm.c.
+bool exempt_from_weight_decay(const torch::Tensor& parameter);
+
+// Two parameter groups: weight decay on every parameter but the exempt ones, none on those.
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
                                                 const OptimizerOptions& options);
 

@@ -1,4 +1,4 @@
-// What one rank holds at one step, written for the grader: the checks of DESIGN.md's "Numbers
+// What one rank holds at one step, written for the grader: the checks of docs/DESIGN.md's "Numbers
 // that must hold" compare these files across ranks and against the kit's single-process run,
 // so they never depend on a student's printing.
 //
@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "dtlab/data/sampler.h"
 #include "dtlab/io/safetensors.h"
+#include "dtlab/train/step.h"
 
 namespace dtlab::train {
 
@@ -32,5 +34,10 @@ std::filesystem::path rank_dump_path(const std::filesystem::path& dir, int rank)
 // Writes dir/rank<r>.safetensors atomically. Parameters without a gradient get no grad entry.
 void write_rank_dump(const std::filesystem::path& dir, const torch::nn::Module& model,
                      const RankDump& info);
+
+// The dump as the step's "gradients are synchronised" hook (train/step.h): at step dump_step it
+// writes this rank's file, with the epoch-1 shard that `sampler` gives it.
+AfterSync rank_dump_hook(std::filesystem::path dir, int dump_step, int rank, int world,
+                         int64_t global_batch_size, data::SamplerOptions sampler);
 
 }  // namespace dtlab::train

@@ -1,19 +1,39 @@
-// The kit's training step for the data-parallel exercises: one readable path through
-// forward, loss, backward, synchronisation, clipping, optimizer step, schedule, zero_grad.
+// The kit's training step, for any model and any gradient synchronisation: one readable path
+// through forward and loss, backward, synchronisation, the "gradients are synchronised" point,
+// clipping, optimiser step, schedule step, zero_grad.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <vector>
 
-#include "dtlab/data/glue.h"
+#include "dtlab/data/batch.h"
+#include "dtlab/train/gradient_sync.h"
 #include "dtlab/train/train_state.h"
 
 namespace dtlab::train {
 
-// Runs one step on this rank's part of the global batch and returns its loss. `sync` runs
-// between backward and clipping (gradient synchronisation by hand; empty when DDP already
-// synchronised inside backward). Clipping comes after synchronisation so that every rank clips
-// the same averaged gradient, as single-process training does.
-float data_parallel_step(TrainState& state, const data::Batch& batch,
-                         const std::function<void()>& sync);
+// Where the loop is when a step runs.
+struct StepInput {
+  int64_t step = 0;  // from 1
+  int epoch = 0;     // from 1
+  const std::vector<int64_t>* rows = nullptr;  // the examples of this rank's minibatch
+  const data::Batch* batch = nullptr;
+};
+
+struct StepResult {
+  float loss = 0;           // this rank's minibatch loss, before the update
+  double comm_seconds = 0;  // waiting for gradient synchronisation
+};
+
+// Called once the gradients are synchronised, before clipping: what every rank then holds is
+// what single-process training on the whole batch would hold (the grader's rank dump hooks in
+// here).
+using AfterSync = std::function<void(const StepInput&, const torch::nn::Module&)>;
+
+// One step on this rank's minibatch. Clipping comes after synchronisation so that every rank
+// clips the same averaged gradient, as single-process training does.
+StepResult training_step(TrainState& state, const StepInput& input, GradientSync& sync,
+                         const AfterSync& after_sync = nullptr);
 
 }  // namespace dtlab::train

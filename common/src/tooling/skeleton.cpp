@@ -1,5 +1,5 @@
-// Skeleton generation, see Note [Exercise regions] in core/skeleton.h.
-#include "dtlab/core/skeleton.h"
+// Skeleton generation, see Note [Exercise regions] in tooling/skeleton.h.
+#include "dtlab/tooling/skeleton.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,5 +1,5 @@
-// run_glue.py's flags, see train/glue_options.h.
-#include "dtlab/train/glue_options.h"
+// run_glue.py's flags, see glue/options.h.
+#include "dtlab/glue/options.h"
 
 #include <CLI/CLI.hpp>
 
@@ -7,7 +7,7 @@
 
 #include "dtlab/core/error.h"
 
-namespace dtlab::train {
+namespace dtlab::glue {
 
 void add_glue_flags(CLI::App& app, GlueOptions& o, GlueMode mode) {
   app.add_option("--model_type", o.model_type, "Model type (bert)")->capture_default_str();
@@ -97,4 +97,4 @@ void validate(const GlueOptions& o) {
   }
 }
 
-}  // namespace dtlab::train
+}  // namespace dtlab::glue

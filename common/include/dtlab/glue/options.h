@@ -8,7 +8,7 @@
 
 #include "dtlab/dist/settings.h"
 
-namespace dtlab::train {
+namespace dtlab::glue {
 
 struct GlueOptions {
   std::string model_type = "bert";
@@ -49,6 +49,8 @@ struct GlueOptions {
   bool init_seed_per_rank = false;       // testing aid: each rank draws different initial weights
 };
 
+// Which flags a GLUE binary takes: one process (task 1), data parallel (2a, 2b), data parallel
+// with DDP's --bucket_cap_mb (3, 4). It chooses flags only; the loop has no modes.
 enum class GlueMode { kSingle, kDistributed, kDdp };
 
 // Adds the flags to app, with run_glue's names and defaults; distributed modes add the launch
@@ -59,4 +61,4 @@ void add_glue_flags(CLI::App& app, GlueOptions& options, GlueMode mode = GlueMod
 // may be written). Throws dtlab::Error naming the flag.
 void validate(const GlueOptions& options);
 
-}  // namespace dtlab::train
+}  // namespace dtlab::glue

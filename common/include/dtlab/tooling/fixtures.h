@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 
-namespace dtlab::data {
+namespace dtlab::tooling {
 
 struct FixtureOptions {
   uint64_t seed = 0;
@@ -30,4 +30,4 @@ struct FixtureOptions {
 // none), lower-cased vocabulary of the invented words, letters and "##" letters.
 void write_fixtures(const std::filesystem::path& out, const FixtureOptions& options);
 
-}  // namespace dtlab::data
+}  // namespace dtlab::tooling

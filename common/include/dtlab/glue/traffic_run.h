@@ -8,7 +8,7 @@
 
 #include "dtlab/dist/group.h"
 
-namespace dtlab::train {
+namespace dtlab::glue {
 
 struct TrafficModel {
   std::function<double(const std::vector<dist::CommRecord>&, int64_t, int)> expected_epoch_bytes_per_rank;
@@ -19,4 +19,4 @@ struct TrafficModel {
 // of expected and measured bytes with their ratio.
 int traffic_main(int argc, char** argv, const std::string& name, const TrafficModel& model);
 
-}  // namespace dtlab::train
+}  // namespace dtlab::glue

@@ -1,5 +1,5 @@
-// The offline fixture generator, see data/fixtures.h.
-#include "dtlab/data/fixtures.h"
+// The offline fixture generator, see tooling/fixtures.h.
+#include "dtlab/tooling/fixtures.h"
 
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -16,7 +16,7 @@
 
 namespace fs = std::filesystem;
 
-namespace dtlab::data {
+namespace dtlab::tooling {
 namespace {
 
 constexpr int kPremiseWords = 400;  // the half of the vocabulary premises use
@@ -141,4 +141,4 @@ void write_fixtures(const fs::path& out, const FixtureOptions& o) {
   io::write_json_file(model_dir / "config.json", config_json);
 }
 
-}  // namespace dtlab::data
+}  // namespace dtlab::tooling

@@ -1,0 +1,34 @@
+// The seam between dtlab's Group and c10d, for the kit's own code and tests only: no student
+// header includes this one (it pulls in c10d's headers). Tests use wrap_process_group to run
+// ranks as threads over a HashStore; dist/rendezvous.cpp uses it after its rendezvous.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "dtlab/dist/group.h"
+
+namespace dtlab::dist {
+
+struct Group::State {
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  int rank = 0, size = 1;
+  std::chrono::milliseconds timeout{0};
+  std::string backend;
+  int local_rank = 0, local_world_size = 1;
+  CommLog log;
+  int64_t sequence = 0;  // operations issued by this rank: named in every error message
+};
+
+// A Group over an existing c10d process group. local_rank / local_world_size: this rank's place
+// among the ranks of its host.
+std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank,
+                                          int size, std::chrono::milliseconds timeout,
+                                          std::string backend, int local_rank = 0,
+                                          int local_world_size = 1);
+
+}  // namespace dtlab::dist

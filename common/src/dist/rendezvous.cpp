@@ -1,0 +1,167 @@
+// init_process_group in its three jobs (see dist/group.h): reach the store, meet every other
+// rank there, connect the backend. Each names what it observed when it fails.
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "dtlab/dist/detail/c10d.h"
+#include "dtlab/dist/group.h"
+#include "dtlab/dist/netdev.h"
+
+namespace dtlab::dist {
+namespace {
+
+constexpr int kGlooThreads = 2;  // Gloo's worker threads that run async collectives
+
+std::string what_of(const std::exception& e) {
+  std::string s = e.what();
+  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) s = c10->what_without_backtrace();
+  return s.substr(0, s.find('\n'));
+}
+
+std::string hostname() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  std::ostringstream out;
+  out << ms.count() / 1000.0 << " s";
+  return out.str();
+}
+
+std::string who(const Settings& s) { return "rank " + std::to_string(s.rank); }
+std::string master(const Settings& s) { return s.master_addr + ":" + std::to_string(s.master_port); }
+
+// The store every rank meets in: a TCPStore that rank 0 serves (or torchrun's agent), under a
+// prefix of this restart attempt so that keys of an earlier run never meet this one's.
+c10::intrusive_ptr<c10d::Store> connect_store(const Settings& s) {
+  c10::intrusive_ptr<c10d::Store> store;
+  if (s.world_size == 1) {
+    store = c10::make_intrusive<c10d::HashStore>();
+  } else {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(s.master_port);
+    options.isServer = s.rank == 0 && !s.use_agent_store;
+    options.waitWorkers = false;  // our own rendezvous names the ranks that are missing
+    options.timeout = s.timeout;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(s.master_addr, options);
+    } catch (const std::exception& e) {
+      const std::string why = what_of(e);
+      if (s.rank == 0 && why.find("in use") != std::string::npos) {
+        throw DistError(who(s) + ": cannot serve the rendezvous on port " + std::to_string(s.master_port) +
+                        ": the address is already in use: pick another --master_port");
+      }
+      if (s.rank == 0) throw DistError(who(s) + ": cannot serve the rendezvous at " + master(s) + ": " + why);
+      throw DistError(who(s) + ": cannot reach the master at " + master(s) + " within " +
+                      seconds_text(s.timeout) + ": is rank 0 running there, and are --master_ip and "
+                      "--master_port right? (" + why + ")");
+    }
+  }
+  store->setTimeout(s.timeout);
+  return c10::make_intrusive<c10d::PrefixStore>("dtlab/attempt_" + std::to_string(s.restart_count), store);
+}
+
+struct Locality {
+  int local_rank = 0, local_world_size = 0;
+};
+
+// Every rank registers its host and world size, then waits for all the others. A host is a host
+// name and the address that reaches the master: network namespaces on one machine share the
+// host name but not the address. Returns this rank's place among the ranks of its host.
+Locality rendezvous(c10d::Store& store, const Settings& s, const std::string& address) {
+  const std::string me = hostname() + "@" + address;
+  const std::string value = me + "\n" + std::to_string(s.world_size);
+  store.set("dtlab/rank/" + std::to_string(s.rank), std::vector<uint8_t>(value.begin(), value.end()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < s.world_size; ++r) keys.push_back("dtlab/rank/" + std::to_string(r));
+  try {
+    store.wait(keys, s.timeout);
+  } catch (const std::exception&) {
+    std::string missing;
+    bool store_lost = false;
+    for (int r = 0; r < s.world_size && !store_lost; ++r) {
+      if (r == s.rank) continue;  // this rank did arrive
+      try {
+        if (!store.check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      } catch (const std::exception&) {
+        store_lost = true;
+      }
+    }
+    if (store_lost) {
+      throw DistError(who(s) + ": rendezvous at " + master(s) + " failed: the master (rank 0) stopped "
+                      "while this rank waited for the others; rank 0's log names the missing rank(s) "
+                      "(did every rank start, with the same --world_size?)");
+    }
+    throw DistError(who(s) + ": rendezvous at " + master(s) + " timed out after " + seconds_text(s.timeout) +
+                    ": rank(s) " + (missing.empty() ? "?" : missing) + " of world size " +
+                    std::to_string(s.world_size) + " never arrived (did every rank start, with the "
+                    "same --world_size?)");
+  }
+  Locality here;
+  for (int r = 0; r < s.world_size; ++r) {
+    const std::vector<uint8_t> v = store.get(keys[r]);
+    const std::string text(v.begin(), v.end());
+    const std::string host = text.substr(0, text.find('\n'));
+    const int their_world = std::stoi(text.substr(text.find('\n') + 1));
+    if (their_world != s.world_size) {
+      throw DistError(who(s) + ": rank " + std::to_string(r) + " runs with --world_size " +
+                      std::to_string(their_world) + ", this rank with " + std::to_string(s.world_size));
+    }
+    if (host == me) {
+      if (r < s.rank) ++here.local_rank;
+      ++here.local_world_size;
+    }
+  }
+  return here;
+}
+
+// The c10d process group of the chosen backend, over the store.
+c10::intrusive_ptr<c10d::ProcessGroup> connect_backend(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       const Settings& s, const std::string& address) {
+  try {
+    if (s.backend == "nccl") {
+#ifdef USE_C10D_NCCL
+      return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, s.rank, s.world_size,
+                                                         c10d::ProcessGroupNCCL::Options::create());
+#else
+      throw DistError("--backend nccl: this LibTorch (" TORCH_VERSION ") was built without NCCL; "
+                      "use --backend gloo, or build dtlab against a CUDA LibTorch (CMAKE_PREFIX_PATH)");
+#endif
+    }
+    auto options = c10d::ProcessGroupGloo::Options::create(s.timeout);
+    options->devices.push_back(s.interface ? c10d::ProcessGroupGloo::createDeviceForInterface(*s.interface)
+                                           : c10d::ProcessGroupGloo::createDeviceForHostname(address));
+    options->threads = kGlooThreads;
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, s.rank, s.world_size, options);
+  } catch (const DistError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DistError(who(s) + ": cannot connect the " + s.backend + " process group (" +
+                    (s.interface ? "interface " + *s.interface : "address " + address) + "): " + what_of(e));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Group> init_process_group(const Settings& s) {
+  // The local address that routes to the master is the one the other ranks can reach.
+  const std::string address =
+      s.world_size == 1 ? "127.0.0.1" : local_address_towards(s.master_addr, s.master_port);
+  const c10::intrusive_ptr<c10d::Store> store = connect_store(s);
+  const Locality here = rendezvous(*store, s, address);
+  return wrap_process_group(connect_backend(store, s, address), s.rank, s.world_size, s.timeout,
+                            s.backend, s.local_rank.value_or(here.local_rank), here.local_world_size);
+}
+
+}  // namespace dtlab::dist

@@ -1,0 +1,136 @@
+// The training loop, see train/loop.h.
+#include "dtlab/train/loop.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "dtlab/core/error.h"
+#include "dtlab/report/timing.h"
+
+namespace dtlab::train {
+namespace {
+
+std::string duration(double seconds) {
+  const long s = std::lround(seconds);
+  return fmt::format("{}:{:02d}", s / 60, s % 60);
+}
+
+// The mean over ranks of each value: the loss of the global batch is the mean of the ranks'
+// minibatch losses (equal minibatches).
+void average_over_ranks(Run& run, std::vector<double>& values, const std::string& tag) {
+  if (!run.group || values.empty()) return;
+  torch::Tensor t = torch::tensor(values, torch::kFloat64);
+  run.group->all_reduce(t, dist::ReduceOp::AVG_BY_DIVISION, tag);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = t[static_cast<int64_t>(i)].item<double>();
+}
+
+void print_first_step(Run& run, const report::IterationRecord& r) {
+  float loss = static_cast<float>(r.loss);
+  if (run.group) {  // print the loss of the global batch: the mean over ranks
+    torch::Tensor l = torch::tensor({loss}, torch::kFloat32);
+    run.group->all_reduce(l, dist::ReduceOp::AVG_BY_DIVISION, "loss");
+    loss = l.item<float>();
+  }
+  if (!run.lead()) return;
+  fmt::print("step={} epoch={} loss={:.6f} lr={:.3e} seconds={:.3f}\n", r.step, r.epoch, loss, r.lr, r.seconds);
+  std::fflush(stdout);
+}
+
+void print_epoch(const report::EpochRecord& record) {
+  fmt::print("epoch={} train_loss={:.4f}", record.epoch, record.train_loss);
+  if (record.eval_accuracy) fmt::print(" eval_accuracy={:.4f}", *record.eval_accuracy);
+  if (record.eval_loss) {
+    fmt::print(" eval_loss={:.4f}", *record.eval_loss);
+    for (const auto& [name, value] : record.eval_metrics) fmt::print(" eval_{}={:.4f}", name, value);
+    fmt::print(" eval_examples={}", record.eval_examples);
+  }
+  fmt::print(" seconds={:.1f}\n", record.seconds);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void plan_steps(LoopPlan& plan, int64_t dataset_size, int world, int num_epochs, int64_t max_steps) {
+  const int64_t shard = (dataset_size + world - 1) / world;
+  const int64_t steps_per_epoch = (shard + plan.batch_per_rank - 1) / plan.batch_per_rank;
+  plan.total_steps = max_steps > 0 ? max_steps : steps_per_epoch * num_epochs;
+  plan.epochs = max_steps > 0 && steps_per_epoch > 0
+                    ? static_cast<int>((max_steps + steps_per_epoch - 1) / steps_per_epoch)
+                    : num_epochs;
+}
+
+StepFunction kit_step(GradientSync& sync, AfterSync after_sync) {
+  return [&sync, after_sync](TrainState& state, const StepInput& input) {
+    return training_step(state, input, sync, after_sync);
+  };
+}
+
+void record_evaluation(report::EpochRecord& record, const EvalResult& result) {
+  record.eval_accuracy = result.accuracy;
+  record.eval_loss = result.loss;
+  record.eval_metrics = result.metrics;
+  record.eval_examples = result.examples;
+}
+
+void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan& plan,
+                const StepFunction& step, const AfterEpoch& after_epoch, report::Results& results,
+                const std::filesystem::path& results_path) {
+  const int world = run.world();
+  int64_t steps = 0;
+  report::Stopwatch since_start, since_progress;
+  for (int epoch = 1; epoch <= plan.epochs && steps < plan.total_steps; ++epoch) {
+    report::Stopwatch epoch_time;
+    std::vector<report::IterationRecord> records;
+    const std::vector<int64_t> shard = data::shard_indices(plan.sampler, epoch - 1);
+    for (const std::vector<int64_t>& rows : data::minibatches(shard, plan.batch_per_rank)) {
+      if (steps >= plan.total_steps) break;
+      const data::Batch batch = data.batch(rows);
+      const double lr = state.scheduler->last_lr();
+      report::Stopwatch step_time;
+      const StepResult r = step(state, {steps + 1, epoch, &rows, &batch});
+      const double seconds = step_time.seconds();
+      ++steps;
+      if (!std::isfinite(r.loss)) {
+        throw Error(fmt::format("rank {}: the loss is {} at step {}: lower --learning_rate or "
+                                "check the data", run.rank(), r.loss, steps));
+      }
+      records.push_back({steps, epoch, r.loss, seconds, lr, batch.size() * world,
+                         batch.real_tokens() * world, r.comm_seconds});
+      if (steps <= plan.log_first_steps) {
+        print_first_step(run, records.back());
+      } else if (run.lead() && since_progress.seconds() >= plan.progress_seconds) {
+        const double per_step = since_start.seconds() / double(steps);
+        double sum = 0;
+        for (const auto& rec : records) sum += rec.loss;
+        fmt::print("progress step={}/{} epoch={}/{} loss_avg={:.4f} seconds_per_step={:.3f} eta={}\n",
+                   steps, plan.total_steps, epoch, plan.epochs, sum / double(records.size()), per_step,
+                   duration(per_step * double(plan.total_steps - steps)));
+        std::fflush(stdout);
+        since_progress.restart();
+      }
+    }
+    std::vector<double> losses;
+    for (const auto& rec : records) losses.push_back(rec.loss);
+    average_over_ranks(run, losses, "loss");
+    double loss_sum = 0;
+    for (size_t i = 0; i < records.size(); ++i) {
+      records[i].loss = losses[i];
+      results.add(records[i]);
+      loss_sum += losses[i];
+    }
+    report::EpochRecord record;
+    record.epoch = epoch;
+    record.train_loss = records.empty() ? 0.0 : loss_sum / double(records.size());
+    if (plan.evaluate) record_evaluation(record, after_epoch(state, epoch));
+    record.seconds = epoch_time.seconds();
+    results.add(record);
+    if (run.lead()) {
+      print_epoch(record);
+      results.save(results_path);
+    }
+  }
+}
+
+}  // namespace dtlab::train

@@ -1,0 +1,36 @@
+// The table of exercises, see exercises.h.
+#include "exercises.h"
+
+#include "dtlab/core/error.h"
+
+namespace dtlab::grader {
+
+const std::vector<Exercise>& exercises() {
+  static const std::vector<Exercise> table = {
+#include "exercise_table.inc"
+  };
+  return table;
+}
+
+std::vector<std::string> exercise_names() {
+  std::vector<std::string> names;
+  for (const auto& e : exercises()) names.push_back(e.name);
+  return names;
+}
+
+std::string exercise_list() {
+  std::string list;
+  for (const auto& e : exercises()) list += (list.empty() ? "" : ", ") + e.name;
+  return list;
+}
+
+const Exercise& exercise(const std::string& name) {
+  for (const auto& e : exercises()) {
+    if (e.name == name) return e;
+  }
+  throw Error("no exercise '" + name + "': choose " + exercise_list() + " (commas for several), or all");
+}
+
+bool single_process(const std::string& name) { return name == "reference" || !exercise(name).ranks(); }
+
+}  // namespace dtlab::grader

@@ -1,0 +1,30 @@
+// The table of exercises (exercises.txt at the kit's root, compiled in by cmake/exercises.cmake):
+// which exist, in what order, whether they run as ranks, and which kind of checks grades them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dtlab::grader {
+
+struct Exercise {
+  std::string name;    // "task2b"
+  std::string launch;  // "single" or "ranks"
+  std::string kind;    // "finetune", "sync", "ddp", "traffic"
+  std::string title;
+  bool ranks() const { return launch == "ranks"; }
+};
+
+// Every exercise, in the order they are taught.
+const std::vector<Exercise>& exercises();
+std::vector<std::string> exercise_names();
+// "task1, task2a, task2b, task3, task4": for help texts and error messages.
+std::string exercise_list();
+// The row of `name`; a dtlab::Error naming the exercises that exist when there is none.
+const Exercise& exercise(const std::string& name);
+
+// task1 and the kit's reference ("reference") train in one process, without the launch flags;
+// every exercise whose launch is "ranks" is distributed (--master_ip ... --local_rank).
+bool single_process(const std::string& exercise);
+
+}  // namespace dtlab::grader

@@ -1,0 +1,169 @@
+// The model-agnostic training core (train/): step counts in closed form, the order of the
+// kit's step (sync after backward, the "gradients are synchronised" hook before clipping), and
+// the loop on a toy model that is neither BERT nor GPT-2.
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+
+#include <string>
+#include <vector>
+
+#include "dtlab/core/error.h"
+#include "dtlab/train/loop.h"
+#include "dtlab/train/step.h"
+#include "test_util.h"
+
+using namespace dtlab;
+
+namespace {
+
+// y = 3 x + 1 on the points x = 0, 0.1, ..., as a data set of (input, target) rows.
+class LineDataset final : public train::Dataset {
+ public:
+  explicit LineDataset(int64_t n) : n_(n) {}
+  int64_t size() const override { return n_; }
+  data::Batch batch(const std::vector<int64_t>& rows) const override {
+    std::vector<float> x;
+    for (int64_t r : rows) x.push_back(0.1f * static_cast<float>(r));
+    data::Batch b;
+    b.input_ids = torch::tensor(x).unsqueeze(1);  // a float "input" is enough for a toy loss
+    b.labels = 3 * b.input_ids + 1;
+    return b;
+  }
+
+ private:
+  int64_t n_;
+};
+
+train::TrainState line_state(double max_grad_norm, int64_t total_steps) {
+  torch::manual_seed(0);
+  auto linear = std::make_shared<torch::nn::LinearImpl>(1, 1);
+  train::TrainState state;
+  state.module = linear;
+  state.loss = [linear](const data::Batch& b) { return (linear->forward(b.input_ids) - b.labels).pow(2).mean(); };
+  state.max_grad_norm = max_grad_norm;
+  state.optimizer = train::make_adamw(*linear, {0.1, 0.0, 1e-8});
+  state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, 0, total_steps);
+  return state;
+}
+
+// A strategy that records when it is called and what the gradients were.
+class RecordingSync final : public train::GradientSync {
+ public:
+  explicit RecordingSync(std::vector<std::string>& calls) : calls_(calls) {}
+  void before_backward() override { calls_.push_back("before_backward"); }
+  double after_backward() override {
+    calls_.push_back("after_backward");
+    return 0.25;
+  }
+  std::string describe() const override { return "recording"; }
+
+ private:
+  std::vector<std::string>& calls_;
+};
+
+double grad_norm(const torch::nn::Module& m) {
+  double sum = 0;
+  for (const auto& p : m.parameters()) sum += p.grad().pow(2).sum().item<double>();
+  return std::sqrt(sum);
+}
+
+}  // namespace
+
+// A shard is ceil(N / world) examples; an epoch is ceil(shard / batch) steps.
+TEST(PlanSteps, EpochsAndStepsInClosedForm) {
+  train::LoopPlan plan;
+  plan.batch_per_rank = 2;
+  train::plan_steps(plan, /*dataset_size=*/10, /*world=*/4, /*num_epochs=*/3, /*max_steps=*/-1);
+  EXPECT_EQ(plan.total_steps, 6);  // shard 3 -> 2 steps per epoch, 3 epochs
+  EXPECT_EQ(plan.epochs, 3);
+  train::plan_steps(plan, 10, 4, 3, /*max_steps=*/5);
+  EXPECT_EQ(plan.total_steps, 5);
+  EXPECT_EQ(plan.epochs, 3);  // ceil(5 / 2)
+  train::plan_steps(plan, 0, 1, 3, -1);
+  EXPECT_EQ(plan.total_steps, 0);
+}
+
+// Sync comes after backward, the hook after sync and before clipping (it sees the unclipped
+// gradient), and the step leaves no gradient behind.
+TEST(TrainingStep, SyncAfterBackwardThenHookThenClipAndStep) {
+  train::TrainState state = line_state(/*max_grad_norm=*/1e-3, 10);
+  std::vector<std::string> calls;
+  RecordingSync sync(calls);
+  const LineDataset data(8);
+  const std::vector<int64_t> rows = {5, 6, 7};
+  const data::Batch batch = data.batch(rows);
+  const torch::Tensor before = state.module->parameters()[0].detach().clone();
+  double seen_norm = 0;
+  const train::StepResult r = train::training_step(
+      state, {1, 1, &rows, &batch}, sync, [&](const train::StepInput& in, const torch::nn::Module& m) {
+        calls.push_back("after_sync step " + std::to_string(in.step));
+        EXPECT_EQ(*in.rows, rows);
+        seen_norm = grad_norm(m);
+      });
+  EXPECT_EQ(calls, (std::vector<std::string>{"before_backward", "after_backward", "after_sync step 1"}));
+  EXPECT_GT(seen_norm, 1e-3);  // the hook ran before clipping to 1e-3
+  EXPECT_DOUBLE_EQ(r.comm_seconds, 0.25);
+  EXPECT_GT(r.loss, 0.0f);
+  EXPECT_FALSE(torch::equal(before, state.module->parameters()[0]));  // the optimiser stepped
+  for (const auto& p : state.module->parameters()) {
+    EXPECT_TRUE(!p.grad().defined() || p.grad().abs().sum().item<double>() == 0.0);  // zero_grad
+  }
+}
+
+// The loop on one process: every step recorded with its epoch and examples, an evaluation per
+// epoch, and the loss falls on a line a linear model can fit.
+TEST(TrainLoop, RecordsEveryStepAndEvaluatesEveryEpoch) {
+  const LineDataset data(16);
+  train::LoopPlan plan;
+  plan.batch_per_rank = 4;
+  plan.sampler = {data.size(), 1, 0, /*shuffle=*/true, /*seed=*/3};
+  plan.log_first_steps = 0;
+  plan.progress_seconds = 1e9;
+  train::plan_steps(plan, data.size(), 1, /*num_epochs=*/5, -1);
+  train::TrainState state = line_state(0, plan.total_steps);
+  const auto sync = train::no_sync();
+  train::Run run = train::plan_run("toy", nullptr);
+  report::Results results("toy", nlohmann::json::object(), nlohmann::json::object());
+  int evaluations = 0;
+  const fs::path out = test::fresh_temp_dir("train-core") / "results.json";
+  train::train_loop(run, state, data, plan, train::kit_step(*sync), [&](train::TrainState&, int epoch) {
+    ++evaluations;
+    train::EvalResult r;
+    r.loss = epoch;
+    r.examples = 16;
+    r.metrics["epoch_seen"] = epoch;
+    return r;
+  }, results, out);
+
+  ASSERT_EQ(results.iterations().size(), 20u);  // 16 / 4 = 4 steps, 5 epochs
+  EXPECT_EQ(results.iterations().front().epoch, 1);
+  EXPECT_EQ(results.iterations().back().epoch, 5);
+  EXPECT_EQ(results.iterations().back().step, 20);
+  EXPECT_EQ(results.iterations().front().examples, 4);
+  EXPECT_EQ(evaluations, 5);
+  ASSERT_EQ(results.epochs().size(), 5u);
+  EXPECT_DOUBLE_EQ(*results.epochs()[2].eval_loss, 3.0);
+  EXPECT_DOUBLE_EQ(results.epochs()[2].eval_metrics.at("epoch_seen"), 3.0);
+  EXPECT_LT(results.epochs().back().train_loss, results.epochs().front().train_loss / 4);
+  EXPECT_TRUE(std::filesystem::exists(out));  // saved after every epoch by rank 0
+}
+
+TEST(TrainLoop, ANonFiniteLossStopsTheRunNamingTheStep) {
+  const LineDataset data(8);
+  train::LoopPlan plan;
+  plan.batch_per_rank = 4;
+  plan.sampler = {data.size(), 1, 0, true, 0};
+  plan.log_first_steps = 0;
+  train::plan_steps(plan, data.size(), 1, 2, -1);
+  train::TrainState state = line_state(0, plan.total_steps);
+  const auto sync = train::no_sync();
+  int calls = 0;
+  const train::StepFunction step = [&](train::TrainState&, const train::StepInput&) {
+    return train::StepResult{++calls == 3 ? std::nanf("") : 1.0f, 0.0};
+  };
+  train::Run run = train::plan_run("toy", nullptr);
+  report::Results results("toy", nlohmann::json::object(), nlohmann::json::object());
+  EXPECT_THROW_WITH(train::train_loop(run, state, data, plan, step, nullptr, results,
+                                      test::fresh_temp_dir("train-core-nan") / "results.json"),
+                    dtlab::Error, "rank 0: the loss is nan at step 3");
+}
