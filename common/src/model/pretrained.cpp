@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <set>
-#include <sstream>
 
 #include "dtlab/core/error.h"
 #include "dtlab/io/json_file.h"
