@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <set>
-#include <sstream>
 
 #include "dtlab/core/error.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/io/safetensors.h"
 #include "dtlab/model/bert.h"
+#include "dtlab/model/checkpoint.h"
 
 namespace fs = std::filesystem;
 
@@ -18,14 +18,9 @@ namespace dtlab::model {
 namespace {
 
 constexpr const char* kBasePrefix = "bert.";
-
-std::string shape_string(at::IntArrayRef sizes) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
-  out << "]";
-  return out.str();
-}
+constexpr const char* kWhatToTry =
+    "point --model_name_or_path at a Hugging Face BERT folder, or run dtlab-fixtures to make the "
+    "offline one";
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
@@ -33,46 +28,6 @@ bool starts_with(const std::string& s, const std::string& prefix) {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The one-line conversion offered when a folder has only a PyTorch pickle.
-std::string conversion_hint(const fs::path& dir) {
-  const std::string bin = (dir / "pytorch_model.bin").string();
-  const std::string out = (dir / "model.safetensors").string();
-  return "LibTorch 1.13 cannot read Hugging Face's pytorch_model.bin (pytorch#100741). Convert it "
-         "once, with Python and the safetensors package:\n  python3 -c \"import torch; from "
-         "safetensors.torch import save_file; sd = torch.load('" + bin +
-         "', map_location='cpu'); save_file({k: v.clone().contiguous() for k, v in sd.items()}, '" +
-         out + "', metadata={'format': 'pt'})\"";
-}
-
-io::TensorMap load_checkpoint_tensors(const fs::path& dir) {
-  const fs::path single = dir / "model.safetensors";
-  if (fs::exists(single)) return io::load_safetensors(single);
-  const fs::path index = dir / "model.safetensors.index.json";
-  if (fs::exists(index)) {
-    // Sharded checkpoint: {"weight_map": {tensor name: shard file name}}.
-    const nlohmann::json j = io::read_json_file(index);
-    if (!j.contains("weight_map") || !j.at("weight_map").is_object()) {
-      throw Error(index.string() + ": expected an object \"weight_map\"");
-    }
-    std::set<std::string> shards;
-    for (const auto& [name, file] : j.at("weight_map").items()) {
-      if (!file.is_string()) throw Error(index.string() + ": shard of " + name + " is not a file name");
-      shards.insert(file.get<std::string>());
-    }
-    io::TensorMap all;
-    for (const std::string& shard : shards) {
-      for (auto& [name, tensor] : io::load_safetensors(dir / shard)) all[name] = tensor;
-    }
-    return all;
-  }
-  if (fs::exists(dir / "pytorch_model.bin")) {
-    throw Error(dir.string() + " has pytorch_model.bin but no model.safetensors. " +
-                conversion_hint(dir));
-  }
-  throw Error(dir.string() + " has no model.safetensors: point --model_name_or_path at a "
-              "Hugging Face BERT folder, or run dtlab-fixtures to make the offline one");
 }
 
 // Hugging Face's renaming rules for checkpoints written by other BERT implementations.
@@ -86,29 +41,6 @@ std::string canonical_key(std::string key) {
 }
 
 }  // namespace
-
-std::string LoadReport::describe(const std::string& checkpoint) const {
-  std::string text;
-  auto list = [](const std::vector<std::string>& keys) {
-    std::string s = "[";
-    for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", " : "") + keys[i];
-    return s + "]";
-  };
-  if (!unexpected_keys.empty()) {
-    text += "Some weights of the model checkpoint at " + checkpoint +
-            " were not used when initializing BertForSequenceClassification: " +
-            list(unexpected_keys) +
-            "\n- This is expected when the checkpoint was trained on another task or with "
-            "another architecture (e.g. pre-training heads).\n";
-  }
-  if (!missing_keys.empty()) {
-    text += "Some weights of BertForSequenceClassification were not initialized from the model "
-            "checkpoint at " + checkpoint + " and are newly initialized: " + list(missing_keys) +
-            "\nYou should probably TRAIN this model on a down-stream task to be able to use it "
-            "for predictions and inference.\n";
-  }
-  return text;
-}
 
 BertForSequenceClassification from_pretrained(const fs::path& dir, const BertOverrides& overrides,
                                               LoadReport* report) {
@@ -125,7 +57,9 @@ BertForSequenceClassification from_pretrained(const fs::path& dir, const BertOve
   BertForSequenceClassification model(config);
 
   io::TensorMap checkpoint;
-  for (auto& [key, tensor] : load_checkpoint_tensors(dir)) checkpoint[canonical_key(key)] = tensor;
+  for (auto& [key, tensor] : load_checkpoint_tensors(dir, kWhatToTry)) {
+    checkpoint[canonical_key(key)] = tensor;
+  }
 
   // A checkpoint of a bare BertModel has no "bert." prefix: it loads into the base model.
   const bool has_prefix = std::any_of(checkpoint.begin(), checkpoint.end(), [](const auto& kv) {
@@ -145,6 +79,7 @@ BertForSequenceClassification from_pretrained(const fs::path& dir, const BertOve
   }
 
   LoadReport found;
+  found.model_class = "BertForSequenceClassification";
   std::set<std::string> used;
   size_t base_weights_loaded = 0;
   const std::string source = dir.string();

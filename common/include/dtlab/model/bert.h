@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dtlab/model/bert_config.h"
+#include "dtlab/model/load_report.h"
 
 namespace dtlab::model {
 
@@ -109,13 +110,6 @@ TORCH_MODULE(BertModel);
 struct ClassifierOutput {
   torch::Tensor loss;    // defined only when labels were given
   torch::Tensor logits;  // [batch, num_labels]
-};
-
-// What from_pretrained found, in Hugging Face's terms.
-struct LoadReport {
-  std::vector<std::string> missing_keys;     // in the model, not in the checkpoint: initialised
-  std::vector<std::string> unexpected_keys;  // in the checkpoint, not in the model: ignored
-  std::string describe(const std::string& checkpoint) const;  // Hugging Face-style notice
 };
 
 class BertForSequenceClassificationImpl : public torch::nn::Module {

@@ -1,0 +1,22 @@
+// The files of a Hugging Face model folder that hold its weights, read for any model of the kit.
+#pragma once
+
+#include <torch/types.h>
+
+#include <filesystem>
+#include <string>
+
+#include "dtlab/io/safetensors.h"
+
+namespace dtlab::model {
+
+// Reads DIR/model.safetensors, or every shard named by DIR/model.safetensors.index.json
+// ({"weight_map": {tensor name: shard file name}}). A folder with only pytorch_model.bin is a
+// dtlab::Error that gives the one-line conversion; a folder with neither is a dtlab::Error that
+// ends with `what_to_try` (e.g. "point --model_name_or_path at a Hugging Face BERT folder").
+io::TensorMap load_checkpoint_tensors(const std::filesystem::path& dir, const std::string& what_to_try);
+
+// "[3, 24]": a shape as error messages write it.
+std::string shape_string(at::IntArrayRef sizes);
+
+}  // namespace dtlab::model

@@ -1,0 +1,64 @@
+// Reading the weight files of a Hugging Face model folder (single or sharded safetensors).
+#include "dtlab/model/checkpoint.h"
+
+#include <set>
+#include <sstream>
+
+#include "dtlab/core/error.h"
+#include "dtlab/io/json_file.h"
+
+namespace fs = std::filesystem;
+
+namespace dtlab::model {
+namespace {
+
+// The one-line conversion offered when a folder has only a PyTorch pickle.
+std::string conversion_hint(const fs::path& dir) {
+  const std::string bin = (dir / "pytorch_model.bin").string();
+  const std::string out = (dir / "model.safetensors").string();
+  return "LibTorch 1.13 cannot read Hugging Face's pytorch_model.bin (pytorch#100741). Convert it "
+         "once, with Python and the safetensors package:\n  python3 -c \"import torch; from "
+         "safetensors.torch import save_file; sd = torch.load('" + bin +
+         "', map_location='cpu'); save_file({k: v.clone().contiguous() for k, v in sd.items()}, '" +
+         out + "', metadata={'format': 'pt'})\"";
+}
+
+}  // namespace
+
+io::TensorMap load_checkpoint_tensors(const fs::path& dir, const std::string& what_to_try) {
+  const fs::path single = dir / "model.safetensors";
+  if (fs::exists(single)) return io::load_safetensors(single);
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    // Sharded checkpoint: {"weight_map": {tensor name: shard file name}}.
+    const nlohmann::json j = io::read_json_file(index);
+    if (!j.contains("weight_map") || !j.at("weight_map").is_object()) {
+      throw Error(index.string() + ": expected an object \"weight_map\"");
+    }
+    std::set<std::string> shards;
+    for (const auto& [name, file] : j.at("weight_map").items()) {
+      if (!file.is_string()) throw Error(index.string() + ": shard of " + name + " is not a file name");
+      shards.insert(file.get<std::string>());
+    }
+    io::TensorMap all;
+    for (const std::string& shard : shards) {
+      for (auto& [name, tensor] : io::load_safetensors(dir / shard)) all[name] = tensor;
+    }
+    return all;
+  }
+  if (fs::exists(dir / "pytorch_model.bin")) {
+    throw Error(dir.string() + " has pytorch_model.bin but no model.safetensors. " +
+                conversion_hint(dir));
+  }
+  throw Error(dir.string() + " has no model.safetensors: " + what_to_try);
+}
+
+std::string shape_string(at::IntArrayRef sizes) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
+  out << "]";
+  return out.str();
+}
+
+}  // namespace dtlab::model
