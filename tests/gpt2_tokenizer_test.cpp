@@ -163,6 +163,10 @@ TEST(Gpt2Tokenizer, LowestRankWinsWhereverItIs) {
   // ... and the other way round with the ranks swapped.
   EXPECT_EQ(Gpt2Tokenizer(vocab, {{"w", "e"}, {"e", "r"}}).tokenize("wer"),
             (Strings{"we", "r"}));
+  // A pair listed twice keeps its first rank (as GPT2TokenizerFast does with such a
+  // merges.txt), so "e r" still beats "w e".
+  EXPECT_EQ(Gpt2Tokenizer(vocab, {{"e", "r"}, {"w", "e"}, {"e", "r"}}).tokenize("wer"),
+            (Strings{"w", "er"}));
 }
 
 TEST(Gpt2Tokenizer, EqualPairsMergeFromTheLeft) {
