@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dtlab builds and runs with, when any is missing, and points the
 # system BLAS at OpenBLAS. Safe to run again: with everything in place it only checks.
+# Usage: scripts/setup.sh [--with-real-text]
 #
 # Why each package:
 #   g++ make cmake ninja-build pkg-config   the build
@@ -16,6 +17,10 @@
 #                                           clean sans-serif font
 #   git                                     provenance of every grade (the commit) and the
 #                                           student release (the tracked files)
+# Only with --with-real-text:
+#   trans-de-en                             the Ding German-English dictionary, whose example
+#                                           sentences dtlab-translation-data turns into a real
+#                                           translation set offline (25 MB; nothing else needs it)
 #
 # Why OpenBLAS's OpenMP build: Debian's LibTorch calls the system libblas.so.3, which on a fresh
 # machine is the reference BLAS, many times slower on the matrix products that dominate a
@@ -27,6 +32,13 @@ set -euo pipefail
 packages=(g++ make cmake ninja-build pkg-config libtorch-dev libopenblas0-openmp libcli11-dev
           libgloo-dev nlohmann-json3-dev libfmt-dev libutf8proc-dev libgtest-dev
           gnuplot-nox fonts-liberation git)
+
+for arg in "$@"; do
+  case "$arg" in
+    --with-real-text) packages+=(trans-de-en) ;;
+    *) echo "setup: unknown option $arg (the only one is --with-real-text)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
