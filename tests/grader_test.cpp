@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "dtlab/tooling/process.h"
 #include "dtlab/io/file.h"
@@ -44,6 +45,30 @@ TEST(Grader, ListsEveryExerciseAndItsChecks) {
   for (const char* needle : {"task1", "task2a", "task2b", "task3", "task4", "gradients", "sampler", "broadcast",
                              "losses-4", "buckets", "measured", "points"}) {
     EXPECT_NE(r.output.find(needle), std::string::npos) << needle << " missing from:\n" << r.output;
+  }
+}
+
+// exercises.txt is the one table: `grader list` shows its rows, in its order, with its titles.
+TEST(Grader, ListFollowsTheExerciseTable) {
+  std::ifstream table(std::string(DTLAB_SOURCE_DIR) + "/exercises.txt");
+  ASSERT_TRUE(table) << "exercises.txt missing";
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(table, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string name, launch, kind, title;
+    fields >> name >> launch >> kind;
+    std::getline(fields >> std::ws, title);
+    rows.push_back(name + "  " + title);
+  }
+  ASSERT_GE(rows.size(), 5u);
+  const ProcessResult r = grade({"list"}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  size_t at = 0;
+  for (const auto& row : rows) {
+    const size_t found = r.output.find(row + "\n", at);
+    ASSERT_NE(found, std::string::npos) << "'" << row << "' missing or out of order in:\n" << r.output;
+    at = found + row.size();
   }
 }
 

@@ -22,10 +22,11 @@ using dtlab::train::OptimizerOptions;
 
 namespace {
 
-// A module with one weight (decayed) and one bias (not decayed), named as run_glue sees them.
+// A module with one weight (decayed: a 1 x 3 matrix, two dimensions) and one bias (not decayed:
+// one dimension), named as run_glue sees them.
 struct TwoTensorsImpl : torch::nn::Module {
   TwoTensorsImpl() {
-    weight = register_parameter("weight", torch::tensor({1.0f, -2.0f, 3.0f}));
+    weight = register_parameter("weight", torch::tensor({{1.0f, -2.0f, 3.0f}}));
     bias = register_parameter("bias", torch::tensor({0.5f}));
   }
   torch::Tensor weight, bias;
@@ -256,14 +257,14 @@ TEST(MakeAdamW, TwoStepsEqualPyTorchAdamWWithRunGlueGroups) {
     (m->weight.pow(2).sum() + m->bias.pow(3).sum()).backward();
     optimizer->step();
     if (step == 1) {
-      const torch::Tensor w1 = m->weight.detach();
+      const torch::Tensor w1 = m->weight.detach().reshape(-1);
       EXPECT_NEAR(w1[0].item<float>(), 0.899f, 1e-6);
       EXPECT_NEAR(w1[1].item<float>(), -1.898f, 1e-6);
       EXPECT_NEAR(w1[2].item<float>(), 2.897f, 1e-6);
       EXPECT_NEAR(m->bias[0].item<float>(), 0.4f, 1e-6);
     }
   }
-  const torch::Tensor w = m->weight.detach();
+  const torch::Tensor w = m->weight.detach().reshape(-1);
   EXPECT_NEAR(w[0].item<float>(), 0.798519075f, 1e-6);
   EXPECT_NEAR(w[1].item<float>(), -1.79627264f, 1e-6);
   EXPECT_NEAR(w[2].item<float>(), 2.79420924f, 1e-6);

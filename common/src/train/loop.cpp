@@ -77,6 +77,7 @@ void record_evaluation(report::EpochRecord& record, const EvalResult& result) {
 void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan& plan,
                 const StepFunction& step, const AfterEpoch& after_epoch, report::Results& results,
                 const std::filesystem::path& results_path) {
+  if (plan.evaluate && !after_epoch) throw Error("train_loop: plan.evaluate is set but no after_epoch was given");
   const int world = run.world();
   int64_t steps = 0;
   report::Stopwatch since_start, since_progress;
