@@ -1,0 +1,61 @@
+// The command-line flags of the GPT-2 translation driver, parsed with CLI11: a model (a Hugging
+// Face GPT-2 folder, or a named shape with random weights and a tokenizer folder), the
+// translation data, training and evaluation settings.
+#pragma once
+
+#include <CLI/App.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dtlab/dist/settings.h"
+
+namespace dtlab::lm {
+
+struct LmOptions {
+  // Exactly one of the two. A folder holds config.json, model.safetensors, vocab.json and
+  // merges.txt; a preset (model/gpt2_config.h) is drawn from --seed with the tokenizer of
+  // --tokenizer_dir and its vocabulary size.
+  std::string model_name_or_path;
+  std::string model_config;
+  std::string tokenizer_dir;  // default: model_name_or_path
+  std::string data_dir;       // train.jsonl, validation.jsonl, test.jsonl (data/translation.h)
+  std::string output_dir;
+  bool overwrite_output_dir = false;
+  int64_t per_device_batch_size = 16;
+  int64_t max_length = 128;  // tokens of a row before the one-token shift (make_lm_examples)
+  double learning_rate = 1e-4;
+  double weight_decay = 0.0;
+  int64_t warmup_steps = 0;
+  int num_epochs = 3;
+  int64_t max_steps = -1;  // > 0: stop after this many steps (overrides num_epochs)
+  uint64_t seed = 42;
+  int threads = 0;               // 0: the cores available to this process
+  double max_grad_norm = 1.0;    // <= 0 turns clipping off
+  std::optional<double> dropout;  // overrides every dropout probability of the config
+  int64_t eval_batch_size = 64;
+  int64_t bleu_examples = -1;    // test pairs translated per evaluation: -1 all, 0 no BLEU
+  int64_t max_new_tokens = 64;   // per translation
+  int samples = 3;               // translations printed after every evaluation
+  int log_first_steps = 5;       // print the loss of each of the first N minibatches
+  double progress_seconds = 10;  // then a progress line at most this often
+  bool no_save = false;          // skip writing the trained model to output_dir
+
+  // Data-parallel exercises only.
+  dist::LaunchFlags launch;
+  std::optional<int64_t> global_batch_size;  // per-rank batch = global / world size
+};
+
+// Adds the flags to app; distributed adds the launch flags (--master_ip ...) and
+// --global_batch_size.
+void add_lm_flags(CLI::App& app, LmOptions& options, bool distributed = false);
+
+// Checks values CLI11 cannot (one model source, positive sizes, existing folders, a known
+// preset). Throws dtlab::Error naming the flag.
+void validate(const LmOptions& options);
+
+// The folder the tokenizer files are read from: --tokenizer_dir, else --model_name_or_path.
+std::string tokenizer_folder(const LmOptions& options);
+
+}  // namespace dtlab::lm

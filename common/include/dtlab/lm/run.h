@@ -1,0 +1,57 @@
+// The GPT-2 translation driver: German->English pairs as a language-modelling task (source,
+// <eos_de>, target, <eos_en>), the loss on target tokens, and after every epoch the validation
+// loss, perplexity and BLEU of greedy translations. A thin layer on the training core
+// (train/run.h, train/loop.h), as glue/run.h is for BERT: it reads the data, builds the model,
+// the optimiser and the gradient synchronisation, and hands them to the loop.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "dtlab/data/sampler.h"
+#include "dtlab/dist/group.h"
+#include "dtlab/lm/options.h"
+#include "dtlab/model/gpt2.h"
+#include "dtlab/train/gradient_sync.h"
+#include "dtlab/train/run.h"
+#include "dtlab/train/train_state.h"
+
+namespace dtlab::lm {
+
+// A GPT-2 run's state: the core's TrainState (state.module is the same model) and the typed
+// model an exercise's own code may call.
+struct LmTrainState : train::TrainState {
+  model::Gpt2LMHeadModel model{nullptr};
+};
+
+// How a data-parallel exercise synchronises gradients, made once the model is built. It also
+// brings every rank to rank 0's weights.
+using SyncFactory = std::function<std::unique_ptr<train::GradientSync>(
+    std::shared_ptr<torch::nn::Module>, dist::Group&, const LmOptions&)>;
+
+// What a data-parallel exercise brings: joining the ranks, this rank's examples (data set size,
+// group, seed), and the gradient synchronisation.
+struct DataParallelParts {
+  train::SetupFunction setup;
+  std::function<data::SamplerOptions(int64_t, const dist::Group&, uint64_t)> make_sampler;
+  SyncFactory synchronise;
+};
+
+struct LmExercise {
+  std::string name = "gpt2";                       // printed and in results.json
+  std::optional<DataParallelParts> data_parallel;  // set: the run has ranks (and launch flags)
+};
+
+// Trains and evaluates: tokenizer, data and model from the flags, AdamW with a linear schedule,
+// the kit's step on every minibatch, an evaluation after every epoch (rank 0 prints a few
+// translations); writes OUTPUT_DIR/results.json and, unless --no_save, the trained model with
+// its tokenizer files. Returns the exit code.
+int run_lm(const LmOptions& options, const LmExercise& exercise);
+
+// main(): parses argv with CLI11 and runs; every error becomes a one-line message and an exit
+// code (core/main.h).
+int lm_main(int argc, char** argv, const LmExercise& exercise);
+
+}  // namespace dtlab::lm

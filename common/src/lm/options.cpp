@@ -1,0 +1,142 @@
+// The GPT-2 driver's flags, see lm/options.h.
+#include "dtlab/lm/options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+
+#include "dtlab/core/error.h"
+#include "dtlab/model/gpt2_config.h"
+
+namespace dtlab::lm {
+namespace fs = std::filesystem;
+
+namespace {
+
+void add_model_and_data_flags(CLI::App& app, LmOptions& o) {
+  app.add_option("--model_name_or_path", o.model_name_or_path,
+                 "Hugging Face GPT-2 folder: config.json, model.safetensors, vocab.json, merges.txt");
+  app.add_option("--model_config", o.model_config,
+                 "Instead of a folder: a GPT-2 shape (gpt2, gpt2-mini) with random weights from "
+                 "--seed and the vocabulary of --tokenizer_dir");
+  app.add_option("--tokenizer_dir", o.tokenizer_dir,
+                 "Folder with vocab.json and merges.txt (default: --model_name_or_path)");
+  app.add_option("--data_dir", o.data_dir, "Folder with train.jsonl, validation.jsonl, test.jsonl")
+      ->required();
+  app.add_option("--output_dir", o.output_dir, "Where results.json and the trained model go")
+      ->required();
+  app.add_flag("--overwrite_output_dir", o.overwrite_output_dir, "Allow an output_dir that is not empty");
+}
+
+void add_training_flags(CLI::App& app, LmOptions& o) {
+  app.add_option("--per_device_batch_size,--batch_size", o.per_device_batch_size,
+                 "Training pairs per minibatch on each rank")->capture_default_str();
+  app.add_option("--max_length", o.max_length, "Tokens per row (source, <eos_de>, target, <eos_en>)")
+      ->capture_default_str();
+  app.add_option("--learning_rate", o.learning_rate, "Peak AdamW learning rate")->capture_default_str();
+  app.add_option("--weight_decay", o.weight_decay, "AdamW weight decay (not on biases, LayerNorm)")
+      ->capture_default_str();
+  app.add_option("--warmup_steps", o.warmup_steps, "Linear warmup steps")->capture_default_str();
+  app.add_option("--num_epochs", o.num_epochs, "Epochs")->capture_default_str();
+  app.add_option("--max_steps", o.max_steps, "Stop after this many steps if > 0")->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of initialisation, shuffling and dropout")->capture_default_str();
+  app.add_option("--threads", o.threads, "Intra-op threads (0: the cores available to this rank)")
+      ->capture_default_str();
+  app.add_option("--max_grad_norm", o.max_grad_norm, "Gradient clipping norm (0: off)")
+      ->capture_default_str();
+  app.add_option("--dropout", o.dropout, "Override every dropout probability of the config (0: off)");
+  app.add_option("--log_first_steps", o.log_first_steps, "Print the loss of each of the first N minibatches")
+      ->capture_default_str();
+  app.add_option("--progress_seconds", o.progress_seconds, "Seconds between progress lines")
+      ->capture_default_str();
+  app.add_flag("--no_save", o.no_save, "Do not write the trained model to output_dir");
+}
+
+void add_evaluation_flags(CLI::App& app, LmOptions& o) {
+  app.add_option("--eval_batch_size", o.eval_batch_size, "Rows per evaluation and generation batch")
+      ->capture_default_str();
+  app.add_option("--bleu_examples", o.bleu_examples,
+                 "Test pairs translated after every epoch for BLEU (-1: all, 0: no BLEU)")
+      ->capture_default_str();
+  app.add_option("--max_new_tokens", o.max_new_tokens, "Most tokens generated per translation")
+      ->capture_default_str();
+  app.add_option("--samples", o.samples, "Translations printed after every evaluation")
+      ->capture_default_str();
+}
+
+void positive(int64_t value, const char* flag) {
+  if (value <= 0) throw Error(std::string(flag) + " must be positive, got " + std::to_string(value));
+}
+
+void validate_model_source(const LmOptions& o) {
+  if (o.model_name_or_path.empty() == o.model_config.empty()) {
+    throw Error("give exactly one of --model_name_or_path (a Hugging Face GPT-2 folder) and "
+                "--model_config (a preset with random weights, with --tokenizer_dir)");
+  }
+  if (!o.model_name_or_path.empty() && !fs::is_directory(o.model_name_or_path)) {
+    throw Error("--model_name_or_path " + o.model_name_or_path + " is not a folder: give a Hugging "
+                "Face GPT-2 folder, or run dtlab-fixtures to make fixtures/gpt2-tiny");
+  }
+  if (!o.model_config.empty()) {
+    try {
+      model::Gpt2Config::preset(o.model_config);
+    } catch (const Error& e) {
+      throw Error(std::string("--model_config: ") + e.what());
+    }
+    if (o.tokenizer_dir.empty()) {
+      throw Error("--model_config " + o.model_config + " needs --tokenizer_dir: a folder with "
+                  "vocab.json and merges.txt (fixtures/gpt2-tiny has one)");
+    }
+  }
+  if (!o.tokenizer_dir.empty() && !fs::is_directory(o.tokenizer_dir)) {
+    throw Error("--tokenizer_dir " + o.tokenizer_dir + " is not a folder: it must hold vocab.json "
+                "and merges.txt");
+  }
+}
+
+}  // namespace
+
+void add_lm_flags(CLI::App& app, LmOptions& o, bool distributed) {
+  add_model_and_data_flags(app, o);
+  add_training_flags(app, o);
+  add_evaluation_flags(app, o);
+  if (!distributed) return;
+  dist::add_launch_flags(app, o.launch);
+  app.add_option("--global_batch_size", o.global_batch_size,
+                 "Pairs per step over all ranks; each rank takes global / world_size "
+                 "(default: --per_device_batch_size per rank)");
+}
+
+void validate(const LmOptions& o) {
+  validate_model_source(o);
+  if (!fs::is_directory(o.data_dir)) {
+    throw Error("--data_dir " + o.data_dir + " is not a folder: it must hold train.jsonl, "
+                "validation.jsonl and test.jsonl (dtlab-fixtures writes fixtures/translation)");
+  }
+  positive(o.per_device_batch_size, "--per_device_batch_size");
+  if (o.max_length < 2) {
+    throw Error("--max_length must be at least 2 (a token and the one it predicts), got " +
+                std::to_string(o.max_length));
+  }
+  if (!(o.learning_rate > 0)) throw Error("--learning_rate must be positive");
+  if (!(o.weight_decay >= 0)) throw Error("--weight_decay must not be negative");
+  if (o.warmup_steps < 0) throw Error("--warmup_steps must not be negative");
+  if (o.num_epochs <= 0 && o.max_steps <= 0) {
+    throw Error("--num_epochs must be positive (or give --max_steps)");
+  }
+  if (o.threads < 0) throw Error("--threads must not be negative");
+  if (o.dropout && !(*o.dropout >= 0 && *o.dropout < 1)) {
+    throw Error("--dropout must be in [0, 1), got " + std::to_string(*o.dropout));
+  }
+  positive(o.eval_batch_size, "--eval_batch_size");
+  if (o.bleu_examples < -1) throw Error("--bleu_examples must be -1 (all), 0 (no BLEU) or positive");
+  positive(o.max_new_tokens, "--max_new_tokens");
+  if (o.samples < 0) throw Error("--samples must not be negative");
+  if (o.global_batch_size) positive(*o.global_batch_size, "--global_batch_size");
+}
+
+std::string tokenizer_folder(const LmOptions& o) {
+  return o.tokenizer_dir.empty() ? o.model_name_or_path : o.tokenizer_dir;
+}
+
+}  // namespace dtlab::lm
