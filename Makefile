@@ -39,7 +39,7 @@ GRADE_ARGS ?=
 # The demo grades the reference solutions; in a student release (no solutions/) your own code.
 DEMO_WHAT := $(if $(wildcard solutions),--solutions,)
 
-.PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo \
+.PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo gpt2-real \
         bench bench-task1 bench-dp clean check report release $(EXERCISES:%=check-%) \
         $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%)
 
@@ -57,6 +57,7 @@ help:
 	@echo "make bench           both benchmarks below (about 15 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
 	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
+	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
 	@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
 	@echo "variables: MODEL DATA LR EPOCHS BATCH SEQ SEED ARGS='--dropout 0' CMAKE_ARGS=..."
@@ -107,6 +108,18 @@ gpt2-demo: configure
 	$(BUILD)/tools/dtlab-gpt2 --model_name_or_path $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
 	  --batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --num_epochs $(GPT2_EPOCHS) --seed $(SEED) \
 	  --threads $(GPT2_THREADS) --output_dir $(OUT)/gpt2 --overwrite_output_dir $(ARGS)
+
+# The same on real text, offline: German->English sentence pairs of the original's sizes from
+# Debian's Ding dictionary (install it with `sudo ./scripts/setup.sh --with-real-text`), a BPE
+# trained on their training split and a random GPT-2 of its vocabulary, trained GPT2_EPOCHS.
+REAL_DATA ?= data/ding-de-en
+REAL_GPT2 ?= data/gpt2-ding
+gpt2-real: configure
+	cmake --build $(BUILD) -j $(JOBS) --target dtlab-translation-data dtlab-gpt2
+	$(BUILD)/tools/dtlab-translation-data --out $(REAL_DATA) --gpt2_out $(REAL_GPT2) --seed $(SEED)
+	$(BUILD)/tools/dtlab-gpt2 --model_name_or_path $(REAL_GPT2) --data_dir $(REAL_DATA) \
+	  --batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --num_epochs $(GPT2_EPOCHS) --seed $(SEED) \
+	  --threads $(GPT2_THREADS) --output_dir $(OUT)/gpt2-real --overwrite_output_dir $(ARGS)
 
 $(EXERCISES:%=test-%): build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L $(@:test-%=%)

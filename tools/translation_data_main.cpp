@@ -8,6 +8,7 @@
 #include "dtlab/core/main.h"
 #include "dtlab/data/translation.h"
 #include "dtlab/tooling/ding.h"
+#include "dtlab/tooling/gpt2_fixtures.h"
 
 namespace {
 
@@ -31,6 +32,16 @@ int main(int argc, char** argv) {
     app.add_option("--min_words", o.min_words, "Fewest words per side (sentences, not headwords)")
         ->capture_default_str();
     app.add_option("--max_words", o.max_words, "Most words per side")->capture_default_str();
+    // As the original exercise trains its tokenizer on its training pairs: a GPT-2 folder whose
+    // BPE is learnt from this set's train split, with a random model of that vocabulary, ready
+    // for dtlab-gpt2 --model_name_or_path.
+    std::string gpt2_out;
+    dtlab::tooling::Gpt2FixtureOptions g;
+    g.vocab_size = 8000;
+    app.add_option("--gpt2_out", gpt2_out,
+                   "Also write a GPT-2 folder here: a BPE trained on train.jsonl and a random small "
+                   "GPT-2 of its vocabulary");
+    app.add_option("--gpt2_vocab_size", g.vocab_size, "Most BPE entries of --gpt2_out")->capture_default_str();
     if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
     o.ding = ding;
 
@@ -45,6 +56,12 @@ int main(int argc, char** argv) {
                 s.test.size());
     for (size_t i = 0; i < s.test.size() && i < kExamplesShown; ++i) {
       std::printf("  test: %s => %s\n", s.test[i].de.c_str(), s.test[i].en.c_str());
+    }
+    if (!gpt2_out.empty()) {
+      g.seed = o.seed;
+      dtlab::tooling::write_gpt2_fixture(gpt2_out, s.train, g);
+      std::printf("wrote %s: a BPE trained on the %zu training pairs and a random GPT-2 of its vocabulary\n",
+                  gpt2_out.c_str(), s.train.size());
     }
     return dtlab::kExitOk;
   });
