@@ -5,9 +5,12 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/io/json_file.h"
+#include "dtlab/model/config_json.h"
 
 namespace dtlab::model {
 namespace {
+
+using namespace config_json;
 
 // Keys this struct owns; every other key of config.json is carried in `extra`.
 const std::set<std::string> kOwnedKeys = {
@@ -16,23 +19,6 @@ const std::set<std::string> kOwnedKeys = {
     "classifier_dropout", "max_position_embeddings", "type_vocab_size", "initializer_range",
     "layer_norm_eps", "pad_token_id", "num_labels", "id2label", "label2id", "problem_type"};
 
-template <typename T>
-void read(const nlohmann::json& j, const char* key, T& out, const std::string& source) {
-  if (!j.contains(key) || j.at(key).is_null()) return;
-  try {
-    out = j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw Error(source + ": \"" + key + "\" has the wrong type (" + j.at(key).dump() + ")");
-  }
-}
-
-void require_positive(int64_t value, const char* key, const std::string& source) {
-  if (value <= 0) throw Error(source + ": \"" + key + "\" must be positive, got " + std::to_string(value));
-}
-
-void require_probability(double p, const char* key, const std::string& source) {
-  if (!(p >= 0.0 && p < 1.0)) throw Error(source + ": \"" + key + "\" must be in [0, 1), got " + std::to_string(p));
-}
 
 }  // namespace
 

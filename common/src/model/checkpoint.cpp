@@ -61,4 +61,14 @@ std::string shape_string(at::IntArrayRef sizes) {
   return out.str();
 }
 
+void save_checkpoint(const torch::nn::Module& model, const nlohmann::json& config,
+                     const std::filesystem::path& dir) {
+  io::TensorMap tensors;
+  for (const auto& item : model.named_parameters()) {
+    tensors[item.key()] = item.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  }
+  io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  io::write_json_file(dir / "config.json", config);
+}
+
 }  // namespace dtlab::model

@@ -5,9 +5,12 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/io/json_file.h"
+#include "dtlab/model/config_json.h"
 
 namespace dtlab::model {
 namespace {
+
+using namespace config_json;
 
 // Keys this struct owns; every other key of config.json is carried in `extra`.
 const std::set<std::string> kOwnedKeys = {
@@ -27,37 +30,6 @@ const std::set<std::string> kOwnedKeys = {
 // steps) is an estimated 10-20 minutes at 128, where 256 would double it. Four layers of four
 // heads (head_dim 32) leave a pipeline of six stages to split and attention worth learning.
 
-template <typename T>
-void read(const nlohmann::json& j, const char* key, T& out, const std::string& source) {
-  if (!j.contains(key) || j.at(key).is_null()) return;
-  try {
-    out = j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw Error(source + ": \"" + key + "\" has the wrong type (" + j.at(key).dump() + ")");
-  }
-}
-
-// A field that may be null (n_inner, the special token ids): absent keeps the default, null
-// unsets it.
-void read_optional(const nlohmann::json& j, const char* key, std::optional<int64_t>& out,
-                   const std::string& source) {
-  if (!j.contains(key)) return;
-  if (j.at(key).is_null()) {
-    out.reset();
-    return;
-  }
-  int64_t value = 0;
-  read(j, key, value, source);
-  out = value;
-}
-
-void require_positive(int64_t value, const char* key, const std::string& source) {
-  if (value <= 0) throw Error(source + ": \"" + key + "\" must be positive, got " + std::to_string(value));
-}
-
-void require_probability(double p, const char* key, const std::string& source) {
-  if (!(p >= 0.0 && p < 1.0)) throw Error(source + ": \"" + key + "\" must be in [0, 1), got " + std::to_string(p));
-}
 
 }  // namespace
 

@@ -131,12 +131,7 @@ Gpt2LMHeadModel gpt2_from_pretrained(const fs::path& dir, const Gpt2Overrides& o
 }
 
 void save_pretrained(const Gpt2LMHeadModel& model, const fs::path& dir) {
-  io::TensorMap tensors;
-  for (const auto& item : model->named_parameters()) {
-    tensors[item.key()] = item.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
-  }
-  io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
-  io::write_json_file(dir / "config.json", model->config().to_json());
+  save_checkpoint(*model, model->config().to_json(), dir);
 }
 
 }  // namespace dtlab::model

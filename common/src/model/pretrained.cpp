@@ -117,12 +117,7 @@ BertForSequenceClassification from_pretrained(const fs::path& dir, const BertOve
 }
 
 void save_pretrained(const BertForSequenceClassification& model, const fs::path& dir) {
-  io::TensorMap tensors;
-  for (const auto& item : model->named_parameters()) {
-    tensors[item.key()] = item.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
-  }
-  io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
-  io::write_json_file(dir / "config.json", model->config().to_json());
+  save_checkpoint(*model, model->config().to_json(), dir);
 }
 
 }  // namespace dtlab::model

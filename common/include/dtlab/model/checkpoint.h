@@ -1,6 +1,8 @@
 // The files of a Hugging Face model folder that hold its weights, read for any model of the kit.
 #pragma once
 
+#include <nlohmann/json.hpp>
+#include <torch/nn/module.h>
 #include <torch/types.h>
 
 #include <filesystem>
@@ -15,6 +17,11 @@ namespace dtlab::model {
 // dtlab::Error that gives the one-line conversion; a folder with neither is a dtlab::Error that
 // ends with `what_to_try` (e.g. "point --model_name_or_path at a Hugging Face BERT folder").
 io::TensorMap load_checkpoint_tensors(const std::filesystem::path& dir, const std::string& what_to_try);
+
+// Writes DIR/model.safetensors (every parameter as F32 under its Hugging Face key) and
+// DIR/config.json, each atomically: the save_pretrained of every model of the kit.
+void save_checkpoint(const torch::nn::Module& model, const nlohmann::json& config,
+                     const std::filesystem::path& dir);
 
 // "[3, 24]": a shape as error messages write it.
 std::string shape_string(at::IntArrayRef sizes);
