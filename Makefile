@@ -40,7 +40,7 @@ GRADE_ARGS ?=
 DEMO_WHAT := $(if $(wildcard solutions),--solutions,)
 
 .PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo gpt2-real \
-        bench bench-task1 bench-dp clean check report release $(EXERCISES:%=check-%) \
+        bench bench-task1 bench-dp bench-gpt2 bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
         $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%)
 
 help:
@@ -54,9 +54,11 @@ help:
 	@echo "make test-task1      the tests of task 1 only (ctest -L task1)"
 	@echo "make task2a          YOUR task 2a on WORLD=4 local ranks (also task2b task3 task4, and -solution)"
 	@echo "make test-task2a     the tests of task 2a (also test-task2b test-task3 test-task4)"
-	@echo "make bench           both benchmarks below (about 15 minutes on 2 cores)"
+	@echo "make bench           the three benchmarks below (about 18 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
 	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
+	@echo "make bench-gpt2      time the GPT-2 training step (gpt2-mini, GPT-2 small; batch 8 x 128)"
+	@echo "make bench-gpt2-eager  the same step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
 	@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
@@ -158,6 +160,15 @@ bench-task1: build
 
 bench-dp: configure
 	cmake --build $(BUILD) --target bench-dp
+
+bench-gpt2: configure
+	cmake --build $(BUILD) --target bench-gpt2
+
+# The same GPT-2 step in eager PyTorch (transformers, Debian's PyTorch 1.13) in alternating rounds:
+# tooling, it needs tests/golden/setup_venv.sh once (PyPI).
+bench-gpt2-eager: configure
+	cmake --build $(BUILD) --target bench_gpt2
+	.venv-golden/bin/python bench/compare_gpt2_eager.py --bench_gpt2 $(BUILD)/bench/bench_gpt2 $(ARGS)
 
 clean:
 	rm -rf $(BUILD)
