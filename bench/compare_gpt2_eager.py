@@ -17,8 +17,9 @@ weights in transformers' order, so they are equal), tokens = randint(0, vocab, [
 from the same generator, forward on tokens[:, :-1], cross-entropy against tokens[:, 1:] averaged
 over the target tokens, backward, clip_grad_norm_ 1.0, AdamW (lr 1e-4, weight decay 0, two groups:
 parameters of fewer than two dimensions apart), the linear schedule, zero_grad (to zeros, as
-LibTorch 1.13 does). The first losses of the two sides are printed side by side: with --dropout 0
-they agree to float rounding, which shows that the two sides train the same model on the same batch.
+LibTorch 1.13 does). The first losses of the two sides are printed side by side: they agree bit
+for bit (dropout included: the same generator draws the same masks), or in the last digits where
+a sum is split over threads, which shows that both sides train the same model on the same batch.
 
 Each process discards its first step (warm-up) and averages the rest. The ratio quoted is
 eager s/iter / kit s/iter per round; above 1 means the kit is faster. Tooling only: the kit never
