@@ -25,6 +25,37 @@ function(dtlab_report_torch)
   message(STATUS "dtlab: c10d backends: gloo=${gloo} nccl=${nccl}")
 endfunction()
 
+# Note [Unity builds]: on 2 cores the build is dominated by a floor of about 5 s per translation
+# unit that includes LibTorch, even with the precompiled header (loading its 500 MB takes that
+# long), so the kit's own libraries and programs compile their small files in groups: one
+# translation unit per folder of common/src (one concern each), or per batch of files elsewhere.
+# The sources stay small files with one job; compiler messages still name them. Student files
+# (tasks/, solutions/) are never grouped: an error there must be about that file alone.
+# -DDTLAB_UNITY_BUILD=OFF compiles every file alone (faster rebuilds while editing one file).
+option(DTLAB_UNITY_BUILD "Compile the kit's own sources in groups (Note [Unity builds])" ON)
+
+# dtlab_unity(target FOLDERS): one translation unit per source folder of the target.
+# dtlab_unity(target BATCH n): groups of n sources.
+function(dtlab_unity target mode)
+  if(NOT DTLAB_UNITY_BUILD)
+    return()
+  endif()
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ON)
+  if(mode STREQUAL "FOLDERS")
+    get_target_property(sources ${target} SOURCES)
+    get_target_property(source_dir ${target} SOURCE_DIR)
+    foreach(source IN LISTS sources)
+      get_filename_component(folder ${source} DIRECTORY)
+      file(RELATIVE_PATH group ${source_dir} ${folder})
+      string(MAKE_C_IDENTIFIER "${target}_${group}" group)
+      set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES UNITY_GROUP ${group})
+    endforeach()
+    set_target_properties(${target} PROPERTIES UNITY_BUILD_MODE GROUP)
+  else()
+    set_target_properties(${target} PROPERTIES UNITY_BUILD_MODE BATCH UNITY_BUILD_BATCH_SIZE ${ARGV2})
+  endif()
+endfunction()
+
 # Every dtlab C++ target shares these settings, and so can share the library's precompiled header.
 function(dtlab_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
@@ -96,4 +127,74 @@ function(dtlab_test name)
   endif()
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES
                "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake")
+endfunction()
+
+# Unit suites: tests/NAME.cpp files whose cases take milliseconds. They are compiled into ONE
+# binary, tests/unit_tests (Note [Unity builds]: each test binary costs a compile floor and a
+# link), and each file stays its own ctest entry with its own labels: the entry runs unit_tests
+# with a --gtest_filter of the GoogleTest suites that file defines (TEST, TEST_F, and TEST_P under
+# any instantiation prefix), in one process (starting
+# LibTorch once, not once per case). A suite name defined in two files is a configure error, so
+# that no case runs under two entries.
+#
+# dtlab_unit_suite(NAME LABELS l1 [l2...] [TIMEOUT s]) declares one; dtlab_unit_tests() builds
+# the binary from every suite declared before it and returns its target name in DTLAB_UNIT_TESTS.
+function(dtlab_unit_suite name)
+  cmake_parse_arguments(T "" "TIMEOUT" "LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  set(file ${CMAKE_CURRENT_SOURCE_DIR}/${name}.cpp)
+  file(STRINGS ${file} lines REGEX "^TEST(_F|_P)?\\(")
+  set(suites "")
+  set(parameterized "")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^TEST(_F|_P)?\\( *([A-Za-z0-9_]+).*" "\\2" suite "${line}")
+    list(APPEND suites ${suite})
+    if(line MATCHES "^TEST_P")
+      list(APPEND parameterized ${suite})
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES suites)
+  if(NOT suites)
+    message(FATAL_ERROR "${file}: no TEST, TEST_F or TEST_P at the start of a line")
+  endif()
+  get_property(owners GLOBAL PROPERTY DTLAB_UNIT_SUITE_OWNERS)
+  set(filter "")
+  foreach(suite IN LISTS suites)
+    foreach(owner IN LISTS owners)
+      if(owner MATCHES "^${suite}=(.*)$")
+        message(FATAL_ERROR "GoogleTest suite ${suite} is defined in ${CMAKE_MATCH_1}.cpp and ${name}.cpp: "
+                            "rename one, each unit suite's ctest entry selects its file's suites by name")
+      endif()
+    endforeach()
+    set_property(GLOBAL APPEND PROPERTY DTLAB_UNIT_SUITE_OWNERS "${suite}=${name}")
+    if(suite IN_LIST parameterized)  # INSTANTIATE_TEST_SUITE_P(Prefix, ...) names Prefix/Suite.Case/n
+      string(APPEND filter "*/${suite}.*:")
+    else()
+      string(APPEND filter "${suite}.*:")
+    endif()
+  endforeach()
+  string(REGEX REPLACE ":$" "" filter "${filter}")
+  set_property(GLOBAL APPEND PROPERTY DTLAB_UNIT_SOURCES ${file})
+  set_property(GLOBAL APPEND_STRING PROPERTY DTLAB_UNIT_FILTER "${filter}:")
+  add_test(NAME ${name} COMMAND unit_tests --gtest_filter=${filter})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+endfunction()
+
+function(dtlab_unit_tests)
+  get_property(sources GLOBAL PROPERTY DTLAB_UNIT_SOURCES)
+  add_executable(unit_tests ${sources})
+  dtlab_tool_defaults(unit_tests)
+  dtlab_unity(unit_tests BATCH 4)
+  target_link_libraries(unit_tests PRIVATE GTest::gtest GTest::gtest_main)
+  target_compile_definitions(unit_tests PRIVATE
+    DTLAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DTLAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  # A case that no entry selects (a TEST not at the start of its line) would never run: this
+  # entry lists the binary's cases outside every entry's filter and fails if there is one.
+  get_property(all GLOBAL PROPERTY DTLAB_UNIT_FILTER)
+  add_test(NAME unit_tests_selection
+           COMMAND ${CMAKE_COMMAND} -DBINARY=$<TARGET_FILE:unit_tests> "-DFILTER=${all}"
+                   -P ${PROJECT_SOURCE_DIR}/cmake/check_unit_selection.cmake)
+  set_tests_properties(unit_tests_selection PROPERTIES TIMEOUT 60)
 endfunction()

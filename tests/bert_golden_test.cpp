@@ -34,6 +34,10 @@
 #include "dtlab/model/bert.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace bert_golden_test {
+
 namespace fs = std::filesystem;
 using dtlab::model::BertForSequenceClassification;
 using dtlab::model::LoadReport;
@@ -426,3 +430,5 @@ TEST(BertLoaderErrors, MissingFolderNamesTheFolder) {
 }
 
 }  // namespace
+
+}  // namespace bert_golden_test

@@ -13,6 +13,10 @@
 #include "dtlab/metrics/bleu.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace bleu_test {
+
 namespace fs = std::filesystem;
 using dtlab::metrics::BleuScore;
 using dtlab::metrics::BleuStats;
@@ -233,3 +237,5 @@ TEST(BleuGolden, TokenizerMatchesSacrebleuOnEveryText) {
     EXPECT_EQ(tokenize_13a(text), t.at("tokens").get<std::string>()) << "text: " << nlohmann::json(text).dump();
   }
 }
+
+}  // namespace bleu_test

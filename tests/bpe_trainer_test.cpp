@@ -20,6 +20,10 @@
 #include "dtlab/tokenizer/bpe_trainer.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace bpe_trainer_test {
+
 namespace fs = std::filesystem;
 using dtlab::tokenizer::BpeTrainer;
 using dtlab::tokenizer::BpeTrainerOptions;
@@ -289,3 +293,5 @@ TEST(BpeTrainerSpeed, TrainsOnAHundredThousandWords) {
   for (size_t i = 0; i < lines.size(); i += 997)
     EXPECT_EQ(tok.decode(tok.encode(lines[i])), lines[i]);
 }
+
+}  // namespace bpe_trainer_test

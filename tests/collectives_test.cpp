@@ -12,6 +12,10 @@
 #include "dtlab/dist/group.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace collectives_test {
+
 using dtlab::dist::Group;
 using dtlab::dist::ReduceOp;
 using dtlab::test::run_ranks;
@@ -417,3 +421,5 @@ TEST(RunRanks, ReportsTheRankThatFailed) {
     EXPECT_NE(std::string(e.what()).find("rank 1 of 2 failed: boom"), std::string::npos) << e.what();
   }
 }
+
+}  // namespace collectives_test

@@ -18,6 +18,10 @@
 #include "dtlab/dist/ddp.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace ddp_test {
+
 using dtlab::dist::BucketLayout;
 using dtlab::dist::compute_bucket_layout;
 using dtlab::dist::DdpOptions;
@@ -519,3 +523,5 @@ TEST(Ddp, NonPositiveBucketSizeIsAnError) {
     EXPECT_THROW_WITH(DistributedDataParallel(model.ptr(), g, o), dtlab::Error, "positive");
   });
 }
+
+}  // namespace ddp_test

@@ -7,6 +7,10 @@
 #include "dtlab/io/json_file.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace file_test {
+
 namespace fs = std::filesystem;
 
 TEST(AtomicWrite, ReplacesTheTargetAndLeavesNoTemporaryFile) {
@@ -40,3 +44,5 @@ TEST(JsonFile, MissingFileIsAnErrorNamingIt) {
   EXPECT_THROW_WITH(dtlab::io::read_json_file("/nonexistent/dtlab/config.json"), dtlab::Error,
                     "/nonexistent/dtlab/config.json");
 }
+
+}  // namespace file_test

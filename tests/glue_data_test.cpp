@@ -12,6 +12,10 @@
 #include "dtlab/tokenizer/bert_tokenizer.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace glue_data_test {
+
 namespace fs = std::filesystem;
 using dtlab::data::Batch;
 using dtlab::data::Features;
@@ -243,3 +247,5 @@ TEST(GlueTask, UnsupportedTaskIsAnErrorNamingItAndListingRte) {
   EXPECT_THROW_WITH(dtlab::data::glue_task("mnli"), dtlab::Error, "RTE");
   EXPECT_THROW_WITH(dtlab::data::glue_task(""), dtlab::Error, "RTE");
 }
+
+}  // namespace glue_data_test

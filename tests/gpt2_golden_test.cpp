@@ -36,6 +36,10 @@
 #include "dtlab/model/gpt2.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace gpt2_golden_test {
+
 namespace fs = std::filesystem;
 using dtlab::model::Gpt2Config;
 using dtlab::model::Gpt2LMHeadModel;
@@ -565,3 +569,5 @@ TEST(Gpt2Errors, MissingFilesAreNamed) {
 }
 
 }  // namespace
+
+}  // namespace gpt2_golden_test

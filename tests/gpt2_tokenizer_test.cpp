@@ -18,6 +18,10 @@
 #include "dtlab/tokenizer/unicode.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace gpt2_tokenizer_test {
+
 namespace fs = std::filesystem;
 namespace byte_level = dtlab::tokenizer::byte_level;
 namespace unicode = dtlab::tokenizer::unicode;
@@ -519,3 +523,5 @@ TEST(Gpt2TokenizerGolden, RealGpt2VocabularyMatchesHuggingFace) {
   EXPECT_EQ(t.encode("Hello world"), (Ids{15496, 995}));
   EXPECT_GE(check_golden(t, "gpt2"), 700) << "cases.json looks truncated";
 }
+
+}  // namespace gpt2_tokenizer_test

@@ -30,6 +30,10 @@
 #include "dtlab/tooling/translation_fixtures.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace lm_test {
+
 namespace fs = std::filesystem;
 using dtlab::data::LmExamples;
 using dtlab::data::TranslationPair;
@@ -551,3 +555,5 @@ TEST(DtlabGpt2, AFlagErrorIsOneLineNamingTheFlag) {
   EXPECT_EQ(r.exit_code, dtlab::kExitUsage) << r.output;
   EXPECT_NE(r.output.find("error: --max_length must be at least 2"), std::string::npos) << r.output;
 }
+
+}  // namespace lm_test

@@ -16,6 +16,10 @@
 #include "dtlab/core/error.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace netdev_test {
+
 namespace {
 
 // Closes a descriptor on scope exit.
@@ -140,3 +144,5 @@ TEST(LocalAddressTowards, BadPortIsAnError) {
   EXPECT_THROW_WITH(dtlab::dist::local_address_towards("127.0.0.1", 70000), dtlab::Error,
                     "70000");
 }
+
+}  // namespace netdev_test

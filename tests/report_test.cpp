@@ -17,6 +17,10 @@
 #include "report.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace report_test {
+
 namespace fs = std::filesystem;
 using dtlab::grader::render_report;
 using dtlab::grader::ReportOptions;
@@ -258,3 +262,5 @@ TEST(Report, EscapesTextAndHonoursOutDir) {
   EXPECT_FALSE(contains(html, "<script>"));
   EXPECT_TRUE(contains(md, "\\<script\\>alert(1)\\</script\\> & a \\| pipe"));
 }
+
+}  // namespace report_test

@@ -17,6 +17,10 @@
 #include "dtlab/io/file.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace safetensors_test {
+
 namespace fs = std::filesystem;
 using dtlab::io::Metadata;
 using dtlab::io::TensorMap;
@@ -594,3 +598,5 @@ TEST(SafetensorsCorrupt, FlippedHeaderBytesParseOrThrowDtlabErrorNeverCrash) {
 }
 
 }  // namespace
+
+}  // namespace safetensors_test

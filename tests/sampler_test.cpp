@@ -12,6 +12,10 @@
 #include "dtlab/data/sampler.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace sampler_test {
+
 using dtlab::data::SamplerOptions;
 using Indices = std::vector<int64_t>;
 
@@ -232,3 +236,5 @@ TEST(Minibatches, NonPositiveBatchSizeIsAnError) {
                     "batch size must be positive, got 0");
   EXPECT_THROW_WITH(dtlab::data::minibatches({1, 2}, -4), dtlab::Error, "got -4");
 }
+
+}  // namespace sampler_test

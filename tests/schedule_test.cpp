@@ -17,6 +17,10 @@
 #include "dtlab/train/optimizer.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace schedule_test {
+
 using dtlab::train::LinearWarmupSchedule;
 using dtlab::train::OptimizerOptions;
 
@@ -270,3 +274,5 @@ TEST(MakeAdamW, TwoStepsEqualPyTorchAdamWWithRunGlueGroups) {
   EXPECT_NEAR(w[2].item<float>(), 2.79420924f, 1e-6);
   EXPECT_NEAR(m->bias.detach()[0].item<float>(), 0.303443909f, 1e-6);
 }
+
+}  // namespace schedule_test

@@ -6,6 +6,10 @@
 #include "dtlab/dist/settings.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace settings_test {
+
 using dtlab::dist::Environment;
 using dtlab::dist::LaunchFlags;
 using dtlab::dist::resolve_settings;
@@ -273,3 +277,5 @@ TEST(ResolveSettings, NonIntegerVariables) {
   EXPECT_THROW_WITH(resolve_settings(LaunchFlags{}, Environment{{"MASTER_PORT", "http"}}), dtlab::Error,
                     "MASTER_PORT");
 }
+
+}  // namespace settings_test

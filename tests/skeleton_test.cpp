@@ -12,6 +12,10 @@
 #include "dtlab/io/file.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace skeleton_test {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -193,3 +197,5 @@ TEST(SkeletonSync, EverySolutionFileHasAnExerciseRegion) {
         << f.solution << " has no // BEGIN TODO(<exercise>): region";
   }
 }
+
+}  // namespace skeleton_test

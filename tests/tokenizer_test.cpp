@@ -14,6 +14,10 @@
 #include "dtlab/tokenizer/bert_tokenizer.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace tokenizer_test {
+
 namespace fs = std::filesystem;
 using dtlab::tokenizer::BertTokenizer;
 using dtlab::tokenizer::BertTokenizerOptions;
@@ -361,3 +365,5 @@ TEST(BertTokenizerGolden, EncodeMatchesHuggingFace) {
   }
   EXPECT_GE(checked, 40) << "cases.json looks truncated";
 }
+
+}  // namespace tokenizer_test

@@ -12,6 +12,10 @@
 #include "dtlab/train/step.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace train_core_test {
+
 using namespace dtlab;
 
 namespace {
@@ -186,3 +190,5 @@ TEST(TrainLoop, ANonFiniteLossStopsTheRunNamingTheStep) {
                                       test::fresh_temp_dir("train-core-nan") / "results.json"),
                     dtlab::Error, "rank 0: the loss is nan at step 3");
 }
+
+}  // namespace train_core_test

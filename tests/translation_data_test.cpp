@@ -21,6 +21,10 @@
 #include "dtlab/tooling/translation_fixtures.h"
 #include "test_util.h"
 
+// Everything in a namespace named after the file: the unit suites share one binary, compiled in
+// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+namespace translation_data_test {
+
 namespace fs = std::filesystem;
 using dtlab::data::LmExampleOptions;
 using dtlab::data::LmExamples;
@@ -508,3 +512,5 @@ TEST_F(DingFile, ToolWithoutTheDictionarySaysHowToInstallIt) {
   EXPECT_NE(r.output.find("sudo ./scripts/setup.sh --with-real-text"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "o"));
 }
+
+}  // namespace translation_data_test

@@ -18,17 +18,20 @@ struct InFlight {
 };
 
 }  // namespace detail
-namespace {
-
-std::string first_line(const std::string& s) {
-  const size_t nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
-}
 
 std::string what_of(const std::exception& e) {
-  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) return first_line(c10->what_without_backtrace());
-  return first_line(e.what());
+  std::string s = e.what();
+  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) s = c10->what_without_backtrace();
+  return s.substr(0, s.find('\n'));
 }
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  std::ostringstream out;
+  out << ms.count() / 1000.0 << " s";
+  return out.str();
+}
+
+namespace {
 
 // PyTorch's spelling of dtypes ("float32"), not c10's ("Float").
 std::string dtype_name(c10::ScalarType type) {
@@ -69,12 +72,6 @@ void require_rank(const Group::State& s, int peer, const std::string& op, const 
     throw Error(op + ": " + role + " rank " + std::to_string(peer) + " does not exist (world size " +
                 std::to_string(s.size) + ")");
   }
-}
-
-std::string seconds_text(std::chrono::milliseconds ms) {
-  std::ostringstream out;
-  out << ms.count() / 1000.0 << " s";
-  return out.str();
 }
 
 // "all_reduce #12 (gradients)": how this rank names an operation in its errors.

@@ -21,22 +21,10 @@ namespace {
 
 constexpr int kGlooThreads = 2;  // Gloo's worker threads that run async collectives
 
-std::string what_of(const std::exception& e) {
-  std::string s = e.what();
-  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) s = c10->what_without_backtrace();
-  return s.substr(0, s.find('\n'));
-}
-
 std::string hostname() {
   char name[256] = {0};
   gethostname(name, sizeof(name) - 1);
   return name;
-}
-
-std::string seconds_text(std::chrono::milliseconds ms) {
-  std::ostringstream out;
-  out << ms.count() / 1000.0 << " s";
-  return out.str();
 }
 
 std::string who(const Settings& s) { return "rank " + std::to_string(s.rank); }

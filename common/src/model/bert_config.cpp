@@ -13,7 +13,7 @@ namespace {
 using namespace config_json;
 
 // Keys this struct owns; every other key of config.json is carried in `extra`.
-const std::set<std::string> kOwnedKeys = {
+const std::set<std::string> kBertOwnedKeys = {
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
     "intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
     "classifier_dropout", "max_position_embeddings", "type_vocab_size", "initializer_range",
@@ -69,7 +69,7 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& sou
     }
   }
   for (const auto& [key, value] : j.items()) {
-    if (!kOwnedKeys.count(key)) c.extra[key] = value;
+    if (!kBertOwnedKeys.count(key)) c.extra[key] = value;
   }
 
   require_positive(c.vocab_size, "vocab_size", source);

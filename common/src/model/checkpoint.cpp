@@ -71,4 +71,12 @@ void save_checkpoint(const torch::nn::Module& model, const nlohmann::json& confi
   io::write_json_file(dir / "config.json", config);
 }
 
+bool key_starts_with(const std::string& key, const std::string& prefix) {
+  return key.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool key_ends_with(const std::string& key, const std::string& suffix) {
+  return key.size() >= suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace dtlab::model

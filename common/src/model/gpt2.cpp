@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "dtlab/core/error.h"
+#include "dtlab/model/checkpoint.h"
 
 namespace dtlab::model {
 namespace {
@@ -34,10 +35,6 @@ double lowest_value(torch::ScalarType dtype) {
     case torch::kBFloat16: return -3.3895313892515355e38;
     default: return std::numeric_limits<float>::lowest();
   }
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
 }
 
 }  // namespace
@@ -312,7 +309,7 @@ std::vector<std::pair<std::string, torch::Tensor>> Gpt2LMHeadModelImpl::stage_pa
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& item : named_parameters()) {
     for (const auto& prefix : prefixes) {
-      if (starts_with(item.key(), prefix)) out.emplace_back(item.key(), item.value());
+      if (key_starts_with(item.key(), prefix)) out.emplace_back(item.key(), item.value());
     }
   }
   return out;

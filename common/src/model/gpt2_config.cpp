@@ -13,7 +13,7 @@ namespace {
 using namespace config_json;
 
 // Keys this struct owns; every other key of config.json is carried in `extra`.
-const std::set<std::string> kOwnedKeys = {
+const std::set<std::string> kGpt2OwnedKeys = {
     "vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "activation_function",
     "resid_pdrop", "embd_pdrop", "attn_pdrop", "layer_norm_epsilon", "initializer_range",
     "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
@@ -63,7 +63,7 @@ Gpt2Config Gpt2Config::from_json(const nlohmann::json& j, const std::string& sou
                 " is not \"gpt2\": is this a GPT-2 model folder?");
   }
   for (const auto& [key, value] : j.items()) {
-    if (!kOwnedKeys.count(key)) c.extra[key] = value;
+    if (!kGpt2OwnedKeys.count(key)) c.extra[key] = value;
   }
 
   require_positive(c.vocab_size, "vocab_size", source);

@@ -22,15 +22,11 @@ namespace {
 constexpr const char* kPrefix = "transformer";
 constexpr const char* kPrefixDot = "transformer.";
 constexpr const char* kLmHead = "lm_head.weight";
-constexpr const char* kWhatToTry =
+constexpr const char* kGpt2WhatToTry =
     "point the model folder at a Hugging Face GPT-2 checkpoint (config.json and model.safetensors)";
 
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
 std::string without_prefix(const std::string& key) {
-  return starts_with(key, kPrefixDot) ? key.substr(std::string(kPrefixDot).size()) : key;
+  return key_starts_with(key, kPrefixDot) ? key.substr(std::string(kPrefixDot).size()) : key;
 }
 
 }  // namespace
@@ -38,7 +34,7 @@ std::string without_prefix(const std::string& key) {
 Gpt2LMHeadModel gpt2_from_pretrained(const fs::path& dir, const Gpt2Overrides& overrides,
                                      LoadReport* report) {
   if (!fs::is_directory(dir)) {
-    throw Error("model folder " + dir.string() + " does not exist: " + kWhatToTry);
+    throw Error("model folder " + dir.string() + " does not exist: " + kGpt2WhatToTry);
   }
   const fs::path config_path = dir / "config.json";
   if (!fs::exists(config_path)) {
@@ -47,7 +43,7 @@ Gpt2LMHeadModel gpt2_from_pretrained(const fs::path& dir, const Gpt2Overrides& o
   Gpt2Config config = Gpt2Config::from_file(config_path);
   overrides.apply(config);
   Gpt2LMHeadModel model(config);
-  const io::TensorMap checkpoint = load_checkpoint_tensors(dir, kWhatToTry);
+  const io::TensorMap checkpoint = load_checkpoint_tensors(dir, kGpt2WhatToTry);
   const std::string source = dir.string();
 
   // The model's state dict as transformers names it: the parameters, and lm_head.weight too
@@ -57,7 +53,7 @@ Gpt2LMHeadModel gpt2_from_pretrained(const fs::path& dir, const Gpt2Overrides& o
   for (const auto& item : model->named_parameters()) targets.emplace_back(item.key(), item.value());
   if (config.tie_word_embeddings) targets.emplace_back(kLmHead, model->lm_head_weight());
   const bool has_prefix = std::any_of(checkpoint.begin(), checkpoint.end(), [](const auto& kv) {
-    return starts_with(kv.first, kPrefix);
+    return key_starts_with(kv.first, kPrefix);
   });
   auto checkpoint_name = [&](const std::string& key) {
     return has_prefix ? key : without_prefix(key);

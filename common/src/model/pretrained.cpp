@@ -18,22 +18,14 @@ namespace dtlab::model {
 namespace {
 
 constexpr const char* kBasePrefix = "bert.";
-constexpr const char* kWhatToTry =
+constexpr const char* kBertWhatToTry =
     "point --model_name_or_path at a Hugging Face BERT folder, or run dtlab-fixtures to make the "
     "offline one";
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // Hugging Face's renaming rules for checkpoints written by other BERT implementations.
 std::string canonical_key(std::string key) {
   auto replace_suffix = [&](const std::string& from, const std::string& to) {
-    if (ends_with(key, from)) key.replace(key.size() - from.size(), from.size(), to);
+    if (key_ends_with(key, from)) key.replace(key.size() - from.size(), from.size(), to);
   };
   replace_suffix("LayerNorm.gamma", "LayerNorm.weight");
   replace_suffix("LayerNorm.beta", "LayerNorm.bias");
@@ -57,13 +49,13 @@ BertForSequenceClassification from_pretrained(const fs::path& dir, const BertOve
   BertForSequenceClassification model(config);
 
   io::TensorMap checkpoint;
-  for (auto& [key, tensor] : load_checkpoint_tensors(dir, kWhatToTry)) {
+  for (auto& [key, tensor] : load_checkpoint_tensors(dir, kBertWhatToTry)) {
     checkpoint[canonical_key(key)] = tensor;
   }
 
   // A checkpoint of a bare BertModel has no "bert." prefix: it loads into the base model.
   const bool has_prefix = std::any_of(checkpoint.begin(), checkpoint.end(), [](const auto& kv) {
-    return starts_with(kv.first, kBasePrefix);
+    return key_starts_with(kv.first, kBasePrefix);
   });
   // Keys not of the base model (pre-training heads "cls.*") keep their names, so that they are
   // reported as the checkpoint spells them.
@@ -100,12 +92,12 @@ BertForSequenceClassification from_pretrained(const fs::path& dir, const BertOve
       }
       item.value().copy_(stored.to(item.value().dtype()));
       used.insert(name);
-      if (starts_with(name, kBasePrefix)) ++base_weights_loaded;
+      if (key_starts_with(name, kBasePrefix)) ++base_weights_loaded;
     }
   }
   for (const auto& [key, tensor] : checkpoint) {
     // position_ids is a buffer older checkpoints saved; it is recomputed, never learned.
-    if (!used.count(key) && !ends_with(key, "embeddings.position_ids")) found.unexpected_keys.push_back(key);
+    if (!used.count(key) && !key_ends_with(key, "embeddings.position_ids")) found.unexpected_keys.push_back(key);
   }
   if (base_weights_loaded == 0) {
     std::string first = checkpoint.empty() ? "none" : checkpoint.begin()->first;

@@ -17,24 +17,24 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kContinuationPrefix = "##";
-constexpr const char* kVocabFileName = "vocab.txt";
-constexpr const char* kConfigFileName = "tokenizer_config.json";
+constexpr const char* kBertVocabFile = "vocab.txt";
+constexpr const char* kBertConfigFile = "tokenizer_config.json";
 constexpr int kSpecialTokensOfSingle = 2;  // [CLS] a [SEP]
 constexpr int kSpecialTokensOfPair = 3;    // [CLS] a [SEP] b [SEP]
 constexpr char32_t kNul = 0x0000;
 constexpr char32_t kReplacementCharacter = 0xFFFD;
 
 // A stretch of text that either is exactly one special token or holds none.
-struct Segment {
+struct SpecialTokenSplit {
   std::u32string text;
   bool special = false;
 };
 
 // Cuts text around special tokens, leftmost match first and the longest one where several
 // start at the same place, as transformers' Trie.split does before any other processing.
-std::vector<Segment> split_on_special_tokens(std::u32string_view text,
+std::vector<SpecialTokenSplit> split_on_special_tokens(std::u32string_view text,
                                              const std::vector<std::u32string>& specials) {
-  std::vector<Segment> out;
+  std::vector<SpecialTokenSplit> out;
   size_t plain_start = 0;
   size_t i = 0;
   while (i < text.size()) {
@@ -173,7 +173,7 @@ BertTokenizer::BertTokenizer(std::vector<std::string> vocab, BertTokenizerOption
 }
 
 BertTokenizer BertTokenizer::from_pretrained(const fs::path& dir) {
-  const fs::path vocab_path = dir / kVocabFileName;
+  const fs::path vocab_path = dir / kBertVocabFile;
   if (!fs::is_regular_file(vocab_path)) {
     throw Error(vocab_path.string() + " does not exist: the tokenizer folder must be a Hugging "
                 "Face BERT folder (vocab.txt, optionally tokenizer_config.json), or run "
@@ -183,7 +183,7 @@ BertTokenizer BertTokenizer::from_pretrained(const fs::path& dir) {
 
   BertTokenizerOptions options;
   std::optional<bool> do_lower_case;
-  const fs::path config_path = dir / kConfigFileName;
+  const fs::path config_path = dir / kBertConfigFile;
   if (fs::exists(config_path)) {
     const nlohmann::json config = io::read_json_file(config_path);
     if (!config.is_object()) throw Error(config_path.string() + ": expected a JSON object");
@@ -220,12 +220,12 @@ std::vector<std::string> BertTokenizer::tokenize(std::string_view text) const {
     // looks for them, one character at a time (a regex matching ".+?"): so "[sep]" is not
     // [SEP], and Python's final-sigma rule never applies (a lone "Σ" lowers to "σ").
     std::u32string lowered;
-    for (const Segment& s : split_on_special_tokens(chars, special_tokens_))
+    for (const SpecialTokenSplit& s : split_on_special_tokens(chars, special_tokens_))
       lowered += s.special ? s.text : unicode::to_lower(s.text);
     chars = std::move(lowered);
   }
   std::vector<std::string> pieces;
-  for (const Segment& segment : split_on_special_tokens(chars, special_tokens_)) {
+  for (const SpecialTokenSplit& segment : split_on_special_tokens(chars, special_tokens_)) {
     if (segment.special) {
       pieces.push_back(unicode::encode_utf8(segment.text));
       continue;

@@ -15,7 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kMergesHeader = "#version: 0.2\n";
+constexpr std::string_view kMergesFirstLine = "#version: 0.2\n";
 
 using Pair = uint64_t;  // left id << 32 | right id: ordering these orders pairs left id first
 
@@ -211,7 +211,7 @@ void TrainedBpe::save(const fs::path& dir) const {
   for (size_t id = 0; id < vocab.size(); ++id) vocab_json[vocab[id]] = id;
   io::write_file_atomically(dir / "vocab.json", vocab_json.dump());
 
-  std::string merges_text(kMergesHeader);
+  std::string merges_text(kMergesFirstLine);
   for (const auto& [left, right] : merges) merges_text += left + " " + right + "\n";
   io::write_file_atomically(dir / "merges.txt", merges_text);
 

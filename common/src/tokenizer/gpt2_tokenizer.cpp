@@ -60,7 +60,7 @@ std::string replace_all(const std::string& text, std::string_view from, std::str
 }
 
 // A stretch of text that is one added token (id >= 0) or holds none of those searched for.
-struct Segment {
+struct AddedTokenSplit {
   std::string_view text;
   int64_t added_id = -1;
 };
@@ -69,7 +69,7 @@ struct Segment {
 // start there (tokenizers' aho-corasick with LeftmostLongest).
 void split_on_added(std::string_view text,
                     const std::vector<std::pair<std::string_view, int64_t>>& tokens,
-                    std::vector<Segment>& out) {
+                    std::vector<AddedTokenSplit>& out) {
   size_t plain_start = 0;
   size_t i = 0;
   while (i < text.size()) {
@@ -413,16 +413,16 @@ void Gpt2Tokenizer::encode_text(std::string_view text, std::vector<int64_t>& ids
   for (size_t i = 0; i < added_ids_.size(); ++i)
     (options_.added_tokens[i].special ? specials : others)
         .emplace_back(options_.added_tokens[i].content, added_ids_[i]);
-  std::vector<Segment> first, segments;
+  std::vector<AddedTokenSplit> first, segments;
   split_on_added(text, specials, first);
-  for (const Segment& s : first) {
+  for (const AddedTokenSplit& s : first) {
     if (s.added_id >= 0) {
       segments.push_back(s);
     } else {
       split_on_added(s.text, others, segments);
     }
   }
-  for (const Segment& s : segments) {
+  for (const AddedTokenSplit& s : segments) {
     if (s.added_id >= 0) {
       ids.push_back(s.added_id);
       continue;

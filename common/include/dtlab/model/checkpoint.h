@@ -23,6 +23,10 @@ io::TensorMap load_checkpoint_tensors(const std::filesystem::path& dir, const st
 void save_checkpoint(const torch::nn::Module& model, const nlohmann::json& config,
                      const std::filesystem::path& dir);
 
+// Whether a state-dict key starts with a prefix ("transformer.", "bert.") or ends with a suffix.
+bool key_starts_with(const std::string& key, const std::string& prefix);
+bool key_ends_with(const std::string& key, const std::string& suffix);
+
 // "[3, 24]": a shape as error messages write it.
 std::string shape_string(at::IntArrayRef sizes);
 

@@ -24,6 +24,12 @@ struct Group::State {
   int64_t sequence = 0;  // operations issued by this rank: named in every error message
 };
 
+// The first line of an exception's message, without c10's backtrace: how dist's errors quote
+// what c10d or Gloo said.
+std::string what_of(const std::exception& e);
+// "1.5 s": a timeout as the errors print it.
+std::string seconds_text(std::chrono::milliseconds ms);
+
 // A Group over an existing c10d process group. local_rank / local_world_size: this rank's place
 // among the ranks of its host.
 std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank,
