@@ -34,16 +34,15 @@
 #include "dtlab/model/bert.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace bert_golden_test {
 
 namespace fs = std::filesystem;
 using dtlab::model::BertForSequenceClassification;
 using dtlab::model::LoadReport;
 using nlohmann::json;
-
-namespace {
 
 // Hugging Face and dtlab run the same float32 kernels; anything beyond rounding is a bug.
 constexpr double kTolerance = 1e-5;
@@ -428,7 +427,5 @@ TEST(BertLoaderErrors, MissingFolderNamesTheFolder) {
   const fs::path dir = scratch.path / "no-such-model";
   EXPECT_THROW_WITH(dtlab::model::from_pretrained(dir), dtlab::Error, "no-such-model");
 }
-
-}  // namespace
 
 }  // namespace bert_golden_test

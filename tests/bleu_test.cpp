@@ -13,8 +13,9 @@
 #include "dtlab/metrics/bleu.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace bleu_test {
 
 namespace fs = std::filesystem;
@@ -25,13 +26,9 @@ using dtlab::metrics::corpus_bleu_multi;
 using dtlab::metrics::tokenize_13a;
 using Counts = std::array<int64_t, dtlab::metrics::kBleuMaxOrder>;
 
-namespace {
-
 BleuScore one(const std::string& hypothesis, const std::string& reference) {
   return corpus_bleu({hypothesis}, {reference});
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Hand-computed cases
@@ -197,11 +194,7 @@ TEST(Tokenize13a, SplitsOnPythonWhitespaceOnly) {
 // ---------------------------------------------------------------------------------------------
 // Golden data from sacrebleu
 
-namespace {
-
 const fs::path kGolden = fs::path(DTLAB_SOURCE_DIR) / "tests" / "golden" / "bleu" / "cases.json";
-
-}  // namespace
 
 TEST(BleuGolden, EveryCorpusMatchesSacrebleu) {
   const nlohmann::json golden = dtlab::io::read_json_file(kGolden);

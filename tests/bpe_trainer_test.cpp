@@ -20,8 +20,9 @@
 #include "dtlab/tokenizer/bpe_trainer.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace bpe_trainer_test {
 
 namespace fs = std::filesystem;
@@ -31,8 +32,6 @@ using dtlab::tokenizer::Gpt2Tokenizer;
 using dtlab::tokenizer::TrainedBpe;
 using Strings = std::vector<std::string>;
 using Merges = std::vector<std::pair<std::string, std::string>>;
-
-namespace {
 
 constexpr int64_t kByteSymbols = 256;
 
@@ -50,8 +49,6 @@ TrainedBpe train(const Strings& lines, int64_t vocab_size, int64_t min_frequency
 Strings learned_entries(const TrainedBpe& t, size_t first) {
   return Strings(t.vocab.begin() + static_cast<std::ptrdiff_t>(first), t.vocab.end());
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Closed-form cases
@@ -140,8 +137,6 @@ TEST(BpeTrainer, SavedFilesLoadBack) {
 // ---------------------------------------------------------------------------------------------
 // Golden data: tokenizers' BpeTrainer on the same corpus
 
-namespace {
-
 const fs::path kGoldenDir = fs::path(DTLAB_SOURCE_DIR) / "tests" / "golden" / "gpt2_tokenizer";
 
 Strings golden_corpus() {
@@ -158,8 +153,6 @@ Strings golden_corpus() {
 std::string merge_line(const std::pair<std::string, std::string>& m) {
   return m.first + " " + m.second;
 }
-
-}  // namespace
 
 // Every case of trainer.json, merge for merge and id for id. No difference is allowed: the
 // golden cases hold no merge that re-makes a merged token (the one re-made entry, a special
@@ -239,8 +232,6 @@ TEST(BpeTrainerKitFiles, WritesAFolderWithItsEncodingsForTheHuggingFaceCheck) {
 // ---------------------------------------------------------------------------------------------
 // Speed
 
-namespace {
-
 // ~100k words as 10,000 lines of 10 (5,000 sentence pairs), drawn from 20,000 made-up words
 // with a Zipf-like law (the n-th most common about 1/n as often), from a fixed seed.
 Strings hundred_thousand_words() {
@@ -268,8 +259,6 @@ Strings hundred_thousand_words() {
   }
   return lines;
 }
-
-}  // namespace
 
 TEST(BpeTrainerSpeed, TrainsOnAHundredThousandWords) {
   const Strings lines = hundred_thousand_words();

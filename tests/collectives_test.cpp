@@ -12,19 +12,16 @@
 #include "dtlab/dist/group.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace collectives_test {
 
 using dtlab::dist::Group;
 using dtlab::dist::ReduceOp;
 using dtlab::test::run_ranks;
 
-namespace {
-
 const int kWorlds[] = {1, 2, 4};
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // all_reduce

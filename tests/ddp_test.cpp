@@ -18,8 +18,9 @@
 #include "dtlab/dist/ddp.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace ddp_test {
 
 using dtlab::dist::BucketLayout;
@@ -31,8 +32,6 @@ using dtlab::test::flat_grads;
 using dtlab::test::run_ranks;
 using dtlab::test::shard_rows;
 using Indices = std::vector<size_t>;
-
-namespace {
 
 constexpr int64_t kBatch = 8;  // global batch, split evenly over 1, 2 or 4 ranks
 
@@ -84,8 +83,6 @@ std::vector<Indices> parameters_of(const std::vector<BucketLayout>& layout) {
   if (torch::allclose(a, b, /*rtol=*/1e-5, /*atol=*/1e-6)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "max |difference| " << (a - b).abs().max().item<double>();
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // compute_bucket_layout in closed form
@@ -307,8 +304,6 @@ TEST(Ddp, FrozenParameterIsInNoBucketAndGetsNoGradient) {
   EXPECT_TRUE(close(grads[0], expected));
 }
 
-namespace {
-
 // A model whose `unused` layer takes no part in forward.
 struct WithUnusedImpl : torch::nn::Module {
   WithUnusedImpl() {
@@ -319,8 +314,6 @@ struct WithUnusedImpl : torch::nn::Module {
   torch::nn::Linear used{nullptr}, unused{nullptr};
 };
 TORCH_MODULE(WithUnused);
-
-}  // namespace
 
 TEST(Ddp, UnusedParameterIsAnErrorNamingIt) {
   const Data data = global_batch(11);
@@ -359,8 +352,6 @@ TEST(Ddp, UnusedParameterWithFindUnusedGetsZeroGradient) {
   EXPECT_TRUE(close(used_grads[0], flat_grads(reference->used->parameters())));
 }
 
-namespace {
-
 // Holds a tensor that another module holds too (tied weights, as a decoder tied to embeddings).
 struct HolderImpl : torch::nn::Module {
   explicit HolderImpl(torch::Tensor w) { weight = register_parameter("weight", std::move(w)); }
@@ -383,8 +374,6 @@ struct TiedImpl : torch::nn::Module {
   torch::nn::Linear mid{nullptr};
 };
 TORCH_MODULE(Tied);
-
-}  // namespace
 
 TEST(Ddp, TiedWeightsAreReducedOnceAndEqualTheFullBatch) {
   const Data data = global_batch(13);

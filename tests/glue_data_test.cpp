@@ -12,8 +12,9 @@
 #include "dtlab/tokenizer/bert_tokenizer.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace glue_data_test {
 
 namespace fs = std::filesystem;
@@ -22,8 +23,6 @@ using dtlab::data::Features;
 using dtlab::data::InputExample;
 using dtlab::tokenizer::BertTokenizer;
 using dtlab::tokenizer::BertTokenizerOptions;
-
-namespace {
 
 constexpr const char* kHeader = "index\tsentence1\tsentence2\tlabel\n";
 
@@ -48,8 +47,6 @@ std::vector<int64_t> row(const torch::Tensor& t, int64_t i) {
   const torch::Tensor r = t[i].contiguous();
   return std::vector<int64_t>(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel());
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // read_rte_examples

@@ -36,8 +36,9 @@
 #include "dtlab/model/gpt2.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace gpt2_golden_test {
 
 namespace fs = std::filesystem;
@@ -45,8 +46,6 @@ using dtlab::model::Gpt2Config;
 using dtlab::model::Gpt2LMHeadModel;
 using dtlab::model::LoadReport;
 using nlohmann::json;
-
-namespace {
 
 // transformers and dtlab run the same float32 kernels of the same PyTorch (Debian's 1.13) on the
 // same operations in the same order, so the logits agree to rounding; a real error (a dropped
@@ -567,7 +566,5 @@ TEST(Gpt2Errors, MissingFilesAreNamed) {
   fs::copy_file(golden_dir("tiny-a") / "config.json", scratch.path / "config.json");
   expect_error_mentions([&] { dtlab::model::gpt2_from_pretrained(scratch.path); }, {"model.safetensors"});
 }
-
-}  // namespace
 
 }  // namespace gpt2_golden_test

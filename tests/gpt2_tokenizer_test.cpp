@@ -18,8 +18,9 @@
 #include "dtlab/tokenizer/unicode.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace gpt2_tokenizer_test {
 
 namespace fs = std::filesystem;
@@ -32,8 +33,6 @@ using dtlab::tokenizer::Gpt2TokenizerOptions;
 using Ids = std::vector<int64_t>;
 using Strings = std::vector<std::string>;
 using Merges = std::vector<std::pair<std::string, std::string>>;
-
-namespace {
 
 // The 256 byte symbols in code-point order, which is GPT-2's own: "!" is 0, "Ġ" (space) 220.
 Strings byte_vocab() {
@@ -70,8 +69,6 @@ fs::path three_merges_dir(const std::string& name) {
   write(dir / "merges.txt", "#version: 0.2\nl o\nlo w\ne r\n");
   return dir;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Byte-level symbols and pre-tokenisation
@@ -414,8 +411,6 @@ TEST(Gpt2Tokenizer, ReadsLegacySpecialTokensMapAndAddedTokensJson) {
 // ---------------------------------------------------------------------------------------------
 // Golden data from Hugging Face's GPT2TokenizerFast
 
-namespace {
-
 const fs::path kGoldenDir = fs::path(DTLAB_SOURCE_DIR) / "tests" / "golden" / "gpt2_tokenizer";
 
 const nlohmann::json& golden_cases() {
@@ -479,8 +474,6 @@ fs::path find_gpt2_vocabulary(std::string& looked_at) {
   }
   return {};
 }
-
-}  // namespace
 
 TEST(Gpt2TokenizerGolden, SmallTrainedVocabularyMatchesHuggingFace) {
   const Gpt2Tokenizer t = Gpt2Tokenizer::from_pretrained(kGoldenDir / "small");

@@ -6,10 +6,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist_test_util.h"
@@ -30,8 +33,9 @@
 #include "dtlab/tooling/translation_fixtures.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace lm_test {
 
 namespace fs = std::filesystem;
@@ -41,8 +45,6 @@ using dtlab::lm::LmOptions;
 using dtlab::lm::LmTokenIds;
 using dtlab::model::Gpt2LMHeadModel;
 using dtlab::tokenizer::Gpt2Tokenizer;
-
-namespace {
 
 // A small translation set (400 / 50 / 20 pairs) and a GPT-2 far smaller than gpt2-tiny, both
 // generated once for the whole suite.
@@ -104,8 +106,6 @@ dtlab::data::LmExampleOptions by_length_options(int64_t max_length) {
   return o;
 }
 
-}  // namespace
-
 // ---------------------------------------------------------------------------------------------
 // The loss
 
@@ -145,6 +145,118 @@ TEST(WeightedTokenLoss, ABatchWithoutTargetTokensGivesZeroAndFiniteGradients) {
   loss.backward();
   EXPECT_EQ(loss.item<double>(), 0.0);
   EXPECT_TRUE(torch::isfinite(logits.grad()).all().item<bool>());
+}
+
+// Note [Data-parallel loss]: two ranks whose minibatches hold 5 and 17 target tokens. The union
+// of the two minibatches, in one process, is the reference.
+struct UnevenShards {
+  dtlab::model::Gpt2Config config;
+  torch::Tensor input_ids, labels, weights;  // the union: rows 0-1 are rank 0's, rows 2-3 rank 1's
+
+  UnevenShards() {
+    config.vocab_size = 40;
+    config.n_positions = 16;
+    config.n_embd = 12;
+    config.n_layer = 2;
+    config.n_head = 3;
+    dtlab::model::Gpt2Overrides::dropout(0.0).apply(config);
+    torch::manual_seed(11);
+    input_ids = torch::randint(0, 40, {4, 10}, torch::kInt64);
+    labels = torch::randint(0, 40, {4, 10}, torch::kInt64);
+    weights = torch::zeros({4, 10}, torch::kFloat32);
+    const int64_t counted[4] = {2, 3, 8, 9};  // target tokens at the end of each row
+    for (int64_t r = 0; r < 4; ++r) weights[r].narrow(0, 10 - counted[r], counted[r]).fill_(1);
+  }
+  // The same weights on every call: the seed is fixed.
+  Gpt2LMHeadModel model() const {
+    torch::manual_seed(5);
+    return Gpt2LMHeadModel(config);
+  }
+  torch::Tensor rows(const torch::Tensor& t, int rank) const { return t.narrow(0, 2 * rank, 2); }
+};
+
+// Each rank's gradients after all_reduce and division by the world size, as average_gradients
+// does, with this rank's loss from `loss`. Returns rank 0's gradients and each rank's loss.
+std::pair<std::vector<torch::Tensor>, std::vector<double>> averaged_gradients(
+    const UnevenShards& d,
+    const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                                      dtlab::dist::Group&)>& loss) {
+  std::vector<Gpt2LMHeadModel> replicas = {d.model(), d.model()};
+  std::vector<torch::Tensor> gradients;
+  std::vector<double> losses(2);
+  dtlab::test::run_ranks(2, [&](dtlab::dist::Group& group) {
+    const int r = group.rank();
+    Gpt2LMHeadModel& m = replicas[r];
+    const torch::Tensor logits = m->forward(d.rows(d.input_ids, r)).logits;
+    const torch::Tensor l = loss(logits, d.rows(d.labels, r), d.rows(d.weights, r), group);
+    l.backward();
+    losses[r] = l.item<double>();
+    for (torch::Tensor& p : m->parameters()) {
+      torch::Tensor g = p.grad();
+      group.all_reduce(g, dtlab::dist::ReduceOp::SUM, "gradients");
+      g.div_(group.size());
+    }
+  });
+  for (const torch::Tensor& p : replicas[0]->parameters()) gradients.push_back(p.grad().clone());
+  return {gradients, losses};
+}
+
+// The largest difference between two lists of gradients, relative to the largest gradient.
+double relative_difference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, (a[i] - b[i]).abs().max().item<double>());
+    scale = std::max(scale, b[i].abs().max().item<double>());
+  }
+  return diff / scale;
+}
+
+TEST(DataParallelLoss, AveragedGradientsEqualOneProcessOnTheUnionOfUnevenMinibatches) {
+  const UnevenShards d;
+  Gpt2LMHeadModel one = d.model();
+  const torch::Tensor union_loss =
+      dtlab::lm::weighted_token_loss(one->forward(d.input_ids).logits, d.labels, d.weights);
+  union_loss.backward();
+  std::vector<torch::Tensor> reference;
+  for (const torch::Tensor& p : one->parameters()) reference.push_back(p.grad().clone());
+
+  const auto [gradients, losses] = averaged_gradients(d, dtlab::lm::data_parallel_token_loss);
+  EXPECT_LT(relative_difference(gradients, reference), 1e-5);
+  // The mean of the ranks' losses is the union's loss (what the loop prints).
+  EXPECT_NEAR((losses[0] + losses[1]) / 2, union_loss.item<double>(), 1e-5);
+}
+
+TEST(DataParallelLoss, EachRankAveragingOverItsOwnTokensIsNotTheUnionsGradient) {
+  // The lesson of the note: with 5 and 17 target tokens, per-rank means weigh rank 0's tokens
+  // 17/5 times as much. If this difference vanished, the test above would prove nothing.
+  const UnevenShards d;
+  Gpt2LMHeadModel one = d.model();
+  dtlab::lm::weighted_token_loss(one->forward(d.input_ids).logits, d.labels, d.weights).backward();
+  std::vector<torch::Tensor> reference;
+  for (const torch::Tensor& p : one->parameters()) reference.push_back(p.grad().clone());
+
+  const auto per_rank_mean = [](const torch::Tensor& logits, const torch::Tensor& labels,
+                                const torch::Tensor& weights, dtlab::dist::Group&) {
+    return dtlab::lm::weighted_token_loss(logits, labels, weights);
+  };
+  EXPECT_GT(relative_difference(averaged_gradients(d, per_rank_mean).first, reference), 0.05);
+}
+
+TEST(DataParallelLoss, CountsTheTargetTokensOfEveryRankOnceAStep) {
+  const UnevenShards d;
+  dtlab::test::run_ranks(2, [&](dtlab::dist::Group& group) {
+    const int r = group.rank();
+    const torch::Tensor logits = torch::zeros({2, 10, 40});  // uniform: ce = ln 40 per token
+    const double loss =
+        dtlab::lm::data_parallel_token_loss(logits, d.rows(d.labels, r), d.rows(d.weights, r), group)
+            .item<double>();
+    // R / N * N_r * ln 40 with R = 2, N = 22, N_r = 5 or 17.
+    EXPECT_NEAR(loss, 2.0 / 22.0 * (r == 0 ? 5 : 17) * std::log(40.0), 1e-6) << "rank " << r;
+    const std::vector<dtlab::dist::CommRecord> records = group.log().records();
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_EQ(records[0].op, "all_reduce");
+    EXPECT_EQ(records[0].tag, "target tokens");
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -197,8 +309,6 @@ TEST(LmDataset, CuttingThePaddingColumnsLeavesTheLossUnchanged) {
 // ---------------------------------------------------------------------------------------------
 // The flags
 
-namespace {
-
 // Parses args as dtlab-gpt2 would (with a real data and model folder unless args name others),
 // then validates.
 LmOptions parse(std::vector<std::string> args, bool with_defaults = true) {
@@ -220,8 +330,6 @@ std::vector<std::string> with_model(std::vector<std::string> args) {
   args.insert(args.begin(), {"--model_name_or_path", model_dir().string()});
   return args;
 }
-
-}  // namespace
 
 TEST(LmFlags, DefaultsAndTheBatchSizeAlias) {
   const LmOptions o = parse(with_model({"--batch_size", "7"}));
@@ -346,8 +454,6 @@ TEST(Translate, AModelThatEndsAtOnceGivesEmptyTranslations) {
   EXPECT_EQ(out, (std::vector<std::string>{"", ""}));
 }
 
-namespace {
-
 // The validation rows and test pairs of the small fixture; the first half of the test pairs
 // take the random model's own translations as references, so that BLEU is far from 0 and
 // from 100 and a wrong sum of the ranks' statistics shows.
@@ -376,8 +482,6 @@ EvalSets make_eval_sets() {
   for (size_t i = 0; i < s.test.size() / 2; ++i) s.test[i].en = own[i];
   return s;
 }
-
-}  // namespace
 
 TEST(EvaluateTranslation, LossPerTargetTokenPerplexityAndCorpusBleu) {
   const EvalSets s = make_eval_sets();

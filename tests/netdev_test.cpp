@@ -16,11 +16,10 @@
 #include "dtlab/core/error.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace netdev_test {
-
-namespace {
 
 // Closes a descriptor on scope exit.
 struct Fd {
@@ -78,8 +77,6 @@ size_t send_over_loopback_tcp(size_t bytes) {
   reader.join();
   return received;
 }
-
-}  // namespace
 
 TEST(ReadCounters, LoopbackGrowsByAtLeastTheBytesSentOverIt) {
   // Every payload byte crosses lo once; lo counts it once as sent and once as received, and

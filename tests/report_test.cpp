@@ -17,8 +17,9 @@
 #include "report.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace report_test {
 
 namespace fs = std::filesystem;
@@ -26,8 +27,6 @@ using dtlab::grader::render_report;
 using dtlab::grader::ReportOptions;
 using dtlab::grader::ReportSummary;
 using nlohmann::json;
-
-namespace {
 
 const fs::path kSample = fs::path(DTLAB_SOURCE_DIR) / "tests" / "data" / "grade-sample";
 const fs::path kPlots = fs::path(DTLAB_SOURCE_DIR) / "plots";
@@ -67,8 +66,6 @@ std::string joined(const std::vector<std::string>& notes) {
 json run_results(const fs::path& results, const std::string& run) {
   return dtlab::io::read_json_file(results / "runs" / run / "output" / "results.json");
 }
-
-}  // namespace
 
 TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
   const fs::path results = copy_sample("all");

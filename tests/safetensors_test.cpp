@@ -17,15 +17,14 @@
 #include "dtlab/io/file.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace safetensors_test {
 
 namespace fs = std::filesystem;
 using dtlab::io::Metadata;
 using dtlab::io::TensorMap;
-
-namespace {
 
 constexpr size_t kLengthPrefixBytes = 8;
 constexpr size_t kHeaderAlignment = 8;
@@ -596,7 +595,5 @@ TEST(SafetensorsCorrupt, FlippedHeaderBytesParseOrThrowDtlabErrorNeverCrash) {
   // Some flips are harmless (inside a metadata value, a name), so both outcomes occur.
   EXPECT_GT(parsed, 0);
 }
-
-}  // namespace
 
 }  // namespace safetensors_test

@@ -12,14 +12,13 @@
 #include "dtlab/data/sampler.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace sampler_test {
 
 using dtlab::data::SamplerOptions;
 using Indices = std::vector<int64_t>;
-
-namespace {
 
 SamplerOptions options(int64_t n, int world, int rank, bool shuffle = true, uint64_t seed = 0) {
   SamplerOptions o;
@@ -47,8 +46,6 @@ struct Case {
 
 // Divisible, not divisible, and fewer examples than ranks.
 const Case kCases[] = {{12, 4}, {10, 4}, {7, 3}, {1, 4}, {5, 1}, {3, 2}};
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Structure

@@ -17,14 +17,13 @@
 #include "dtlab/train/optimizer.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace schedule_test {
 
 using dtlab::train::LinearWarmupSchedule;
 using dtlab::train::OptimizerOptions;
-
-namespace {
 
 // A module with one weight (decayed: a 1 x 3 matrix, two dimensions) and one bias (not decayed:
 // one dimension), named as run_glue sees them.
@@ -80,8 +79,6 @@ int64_t numel(const std::vector<torch::Tensor>& params) {
   for (const auto& p : params) n += p.numel();
   return n;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // LinearWarmupSchedule

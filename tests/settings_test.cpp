@@ -6,16 +6,15 @@
 #include "dtlab/dist/settings.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace settings_test {
 
 using dtlab::dist::Environment;
 using dtlab::dist::LaunchFlags;
 using dtlab::dist::resolve_settings;
 using dtlab::dist::Settings;
-
-namespace {
 
 LaunchFlags flags_for(int rank, int world, const std::string& master = "127.0.0.1", int port = 29600) {
   LaunchFlags f;
@@ -25,8 +24,6 @@ LaunchFlags flags_for(int rank, int world, const std::string& master = "127.0.0.
   f.master_port = port;
   return f;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Sources

@@ -12,18 +12,15 @@
 #include "dtlab/io/file.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace skeleton_test {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 // What make_skeleton puts before the file: the skeleton of an empty file.
 std::string banner() { return dtlab::make_skeleton("", "empty.cpp"); }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // make_skeleton

@@ -14,8 +14,9 @@
 #include "dtlab/tokenizer/bert_tokenizer.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace tokenizer_test {
 
 namespace fs = std::filesystem;
@@ -23,8 +24,6 @@ using dtlab::tokenizer::BertTokenizer;
 using dtlab::tokenizer::BertTokenizerOptions;
 using dtlab::tokenizer::Encoding;
 using Tokens = std::vector<std::string>;
-
-namespace {
 
 // Ids 0-4 are the special tokens, so the ids in the expectations below are easy to read.
 constexpr int64_t kPad = 0, kUnk = 1, kCls = 2, kSep = 3, kMask = 4;
@@ -60,8 +59,6 @@ void write_vocab(const fs::path& dir, const Tokens& entries) {
   for (const std::string& e : entries) text += e + "\n";
   dtlab::io::write_file_atomically(dir / "vocab.txt", text);
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Basic tokenisation
@@ -280,8 +277,6 @@ TEST(BertTokenizer, VocabLinesFollowPythonReadlines) {
 // ---------------------------------------------------------------------------------------------
 // Golden data from Hugging Face
 
-namespace {
-
 const fs::path kGoldenDir = fs::path(DTLAB_SOURCE_DIR) / "tests" / "golden" / "tokenizer";
 
 std::string from_hex(const std::string& hex) {
@@ -326,8 +321,6 @@ const Golden& golden() {
   static const Golden g;
   return g;
 }
-
-}  // namespace
 
 TEST(BertTokenizerGolden, TokenizeMatchesHuggingFace) {
   int checked = 0;

@@ -12,13 +12,12 @@
 #include "dtlab/train/step.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace train_core_test {
 
 using namespace dtlab;
-
-namespace {
 
 // y = 3 x + 1 on the points x = 0, 0.1, ..., as a data set of (input, target) rows.
 class LineDataset final : public train::Dataset {
@@ -70,8 +69,6 @@ double grad_norm(const torch::nn::Module& m) {
   for (const auto& p : m.parameters()) sum += p.grad().pow(2).sum().item<double>();
   return std::sqrt(sum);
 }
-
-}  // namespace
 
 // A shard is ceil(N / world) examples; an epoch is ceil(shard / batch) steps.
 TEST(PlanSteps, EpochsAndStepsInClosedForm) {

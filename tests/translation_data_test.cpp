@@ -21,8 +21,9 @@
 #include "dtlab/tooling/translation_fixtures.h"
 #include "test_util.h"
 
-// Everything in a namespace named after the file: the unit suites share one binary, compiled in
-// groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers must not collide.
+// Everything in a namespace named after the file (no anonymous namespace): the unit suites share
+// one binary, compiled in groups of files (Note [Unity builds] in cmake/Dtlab.cmake), so helpers
+// must not collide, and a TEST_F class must not derive from a type of an anonymous namespace.
 namespace translation_data_test {
 
 namespace fs = std::filesystem;
@@ -33,8 +34,6 @@ using dtlab::tooling::LexiconEntry;
 using dtlab::tooling::WordClass;
 using Ids = std::vector<int64_t>;
 using Weights = std::vector<float>;
-
-namespace {
 
 std::vector<std::string> words_of(const std::string& text) {
   std::vector<std::string> words;
@@ -47,8 +46,6 @@ std::vector<std::string> words_of(const std::string& text) {
   }
   return words;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // The files
@@ -116,8 +113,6 @@ TEST_F(TranslationFiles, BadLinesNameTheFileAndLine) {
 // Language-model examples. The encoder gives one id per byte (its value), so "ab" is {97, 98};
 // <eos_de> = 1, <eos_en> = 2, <pad> = 0.
 
-namespace {
-
 constexpr int64_t kEosDe = 1, kEosEn = 2, kPad = 0;
 
 Ids byte_ids(const std::string& s) { return Ids(s.begin(), s.end()); }
@@ -140,8 +135,6 @@ Weights row_weights(const torch::Tensor& t, int64_t row) {
   const torch::Tensor r = t[row].contiguous();
   return Weights(r.data_ptr<float>(), r.data_ptr<float>() + r.numel());
 }
-
-}  // namespace
 
 TEST(LmExamples, ShortPairIsPaddedAndOnlyEnglishLabelsCount) {
   // ids    = a  b  <eos_de> x  y  z  <eos_en> <pad>      (max_length 8)
@@ -215,8 +208,6 @@ TEST(LmExamples, RejectsUnusableOptions) {
 
 // ---------------------------------------------------------------------------------------------
 // The invented fixture set
-
-namespace {
 
 dtlab::tooling::TranslationFixtureOptions small_fixture(uint64_t seed) {
   dtlab::tooling::TranslationFixtureOptions o;
@@ -295,8 +286,6 @@ std::string rule_translation(const std::string& german, const std::map<std::stri
   for (const Word& w : en) text += (text.empty() ? "" : " ") + w.en;
   return capitalised(text) + ".";
 }
-
-}  // namespace
 
 TEST(TranslationFixture, LexiconHas200PairsAndTheLanguagesShareNoWord) {
   const std::vector<LexiconEntry> lexicon = dtlab::tooling::translation_fixture_lexicon(0);
@@ -404,8 +393,6 @@ TEST(Ding, CleaningDropsAlternativesTemplatesAndBrokenBrackets) {
   EXPECT_EQ(clean_ding_text("Er sagt] nichts."), "");
 }
 
-namespace {
-
 // A Ding-format file with one kept pair per comment marked "kept", in file order.
 const char* const kSmallDing =
     "# Version :: test\n"
@@ -445,8 +432,6 @@ class DingFile : public ::testing::Test {
   fs::path dir_;
   dtlab::tooling::DingOptions options_;
 };
-
-}  // namespace
 
 TEST_F(DingFile, KeepsSentencePairsInFileOrder) {
   EXPECT_EQ(dtlab::tooling::read_ding_sentences(options_), kSmallDingKept);
