@@ -81,7 +81,8 @@ std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExe
                                                  model::LoadReport& report) {
   state.model = load_model(o, tokenizer, ids, &report);
   state.module = state.model.ptr();
-  state.loss = translation_loss(state.model);
+  // Data parallel: the loss of each rank is its share of the union's (Note [Data-parallel loss]).
+  state.loss = translation_loss(state.model, ex.data_parallel ? run.group.get() : nullptr);
   std::unique_ptr<train::GradientSync> sync =
       ex.data_parallel ? ex.data_parallel->synchronise(state.module, *run.group, o) : train::no_sync();
   if (!sync) throw Error(ex.name + ": the gradient synchronisation was not set up");
