@@ -9,6 +9,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +21,7 @@
 
 #include "dtlab/tooling/process.h"
 #include "dtlab/io/json_file.h"
+#include "dtlab/train/runtime.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -119,6 +121,9 @@ class MultiHost : public ::testing::Test {
                                      std::to_string(kScriptTimeoutSeconds), "--"};
     // The master port lives in the namespaces' own port space: no other program uses it.
     std::vector<std::string> run = flags(binary, (dir_ / "out{rank}").string());
+    // No --threads: the ranks must find that the four hosts share this machine's cores.
+    const auto threads = std::find(run.begin(), run.end(), "--threads");
+    run.erase(threads, threads + 2);
     run.insert(run.end(), {"--global_batch_size", "32", "--master_ip", "{master}", "--master_port", "29500",
                            "--world_size", "{world}", "--local_rank", "{rank}", "--timeout", "120"});
     argv.insert(argv.end(), run.begin(), run.end());
@@ -165,6 +170,10 @@ class MultiHost : public ::testing::Test {
     EXPECT_EQ(env.at("backend").get<std::string>(), "gloo");
     // The namespaces share this machine's host name but not an address: four hosts of one rank.
     EXPECT_EQ(env.at("ranks_on_this_host").get<int>(), 1);
+    // ... but one machine: its cores are shared four ways (one kernel, one boot id).
+    EXPECT_EQ(env.at("ranks_on_this_machine").get<int>(), kHosts);
+    EXPECT_EQ(env.at("threads").get<int>(), std::max(1, dtlab::train::available_cores() / kHosts));
+    EXPECT_NE(logs.find("1 on this host, 4 sharing this machine's cores"), std::string::npos) << logs;
     EXPECT_EQ(results.at("config").at("per_rank_train_batch_size").get<int>(), 32 / kHosts);
     EXPECT_NE(logs.find("master 10.213.0.10:29500"), std::string::npos) << logs;
 

@@ -144,6 +144,7 @@ const std::string& Group::backend() const { return state_->backend; }
 std::chrono::milliseconds Group::timeout() const { return state_->timeout; }
 int Group::local_world_size() const { return state_->local_world_size; }
 int Group::local_rank() const { return state_->local_rank; }
+int Group::ranks_on_this_machine() const { return state_->ranks_on_this_machine; }
 CommLog& Group::log() { return state_->log; }
 
 void Group::all_reduce(torch::Tensor& tensor, ReduceOp op, const std::string& tag) {
@@ -333,7 +334,7 @@ void Group::recv(torch::Tensor& tensor, int src, const std::string& tag) {
 std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank,
                                           int size, std::chrono::milliseconds timeout,
                                           std::string backend, int local_rank,
-                                          int local_world_size) {
+                                          int local_world_size, int ranks_on_this_machine) {
   auto state = std::make_unique<Group::State>();
   state->pg = std::move(pg);
   state->rank = rank;
@@ -342,6 +343,7 @@ std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<c10d::ProcessGroup>
   state->backend = std::move(backend);
   state->local_rank = local_rank;
   state->local_world_size = local_world_size;
+  state->ranks_on_this_machine = std::max(ranks_on_this_machine, local_world_size);
   return std::make_unique<Group>(std::move(state));
 }
 

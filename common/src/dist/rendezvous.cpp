@@ -10,6 +10,7 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <sstream>
 
 #include "dtlab/dist/detail/c10d.h"
@@ -25,6 +26,15 @@ std::string hostname() {
   char name[256] = {0};
   gethostname(name, sizeof(name) - 1);
   return name;
+}
+
+// The running kernel's boot id: equal for every process of one machine, network namespaces
+// included, and different on another machine. The host name where it cannot be read.
+std::string machine_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (in && std::getline(in, id) && !id.empty()) return id;
+  return "host " + hostname();
 }
 
 std::string who(const Settings& s) { return "rank " + std::to_string(s.rank); }
@@ -62,14 +72,17 @@ c10::intrusive_ptr<c10d::Store> connect_store(const Settings& s) {
 
 struct Locality {
   int local_rank = 0, local_world_size = 0;
+  int ranks_on_this_machine = 0;
 };
 
-// Every rank registers its host and world size, then waits for all the others. A host is a host
-// name and the address that reaches the master: network namespaces on one machine share the
-// host name but not the address. Returns this rank's place among the ranks of its host.
+// Every rank registers its host, world size and machine, then waits for all the others. A host is
+// a host name and the address that reaches the master: network namespaces on one machine share
+// the host name but not the address. A machine is a running kernel (machine_id), which they
+// share. Returns this rank's place among the ranks of its host, and the ranks of its machine.
 Locality rendezvous(c10d::Store& store, const Settings& s, const std::string& address) {
   const std::string me = hostname() + "@" + address;
-  const std::string value = me + "\n" + std::to_string(s.world_size);
+  const std::string machine = machine_id();
+  const std::string value = me + "\n" + std::to_string(s.world_size) + "\n" + machine;
   store.set("dtlab/rank/" + std::to_string(s.rank), std::vector<uint8_t>(value.begin(), value.end()));
   std::vector<std::string> keys;
   for (int r = 0; r < s.world_size; ++r) keys.push_back("dtlab/rank/" + std::to_string(r));
@@ -100,8 +113,10 @@ Locality rendezvous(c10d::Store& store, const Settings& s, const std::string& ad
   for (int r = 0; r < s.world_size; ++r) {
     const std::vector<uint8_t> v = store.get(keys[r]);
     const std::string text(v.begin(), v.end());
-    const std::string host = text.substr(0, text.find('\n'));
-    const int their_world = std::stoi(text.substr(text.find('\n') + 1));
+    const size_t first = text.find('\n'), second = text.find('\n', first + 1);
+    const std::string host = text.substr(0, first);
+    const int their_world = std::stoi(text.substr(first + 1, second - first - 1));
+    const std::string their_machine = text.substr(second + 1);
     if (their_world != s.world_size) {
       throw DistError(who(s) + ": rank " + std::to_string(r) + " runs with --world_size " +
                       std::to_string(their_world) + ", this rank with " + std::to_string(s.world_size));
@@ -110,6 +125,7 @@ Locality rendezvous(c10d::Store& store, const Settings& s, const std::string& ad
       if (r < s.rank) ++here.local_rank;
       ++here.local_world_size;
     }
+    if (their_machine == machine) ++here.ranks_on_this_machine;
   }
   return here;
 }
@@ -149,7 +165,8 @@ std::unique_ptr<Group> init_process_group(const Settings& s) {
   const c10::intrusive_ptr<c10d::Store> store = connect_store(s);
   const Locality here = rendezvous(*store, s, address);
   return wrap_process_group(connect_backend(store, s, address), s.rank, s.world_size, s.timeout,
-                            s.backend, s.local_rank.value_or(here.local_rank), here.local_world_size);
+                            s.backend, s.local_rank.value_or(here.local_rank), here.local_world_size,
+                            here.ranks_on_this_machine);
 }
 
 }  // namespace dtlab::dist

@@ -21,7 +21,9 @@ void start_run(Run& run, const SetupFunction& setup, int threads) {
     run.group = setup(run.settings);
     if (!run.group) throw Error(run.name + ": setup returned no process group");
   }
-  run.threads = configure_threads(threads, run.group ? run.group->local_world_size() : 1);
+  // Ranks on one machine share its cores, also when they are different hosts to the network
+  // (network namespaces): each takes its share.
+  run.threads = configure_threads(threads, run.group ? run.group->ranks_on_this_machine() : 1);
 }
 
 nlohmann::json Run::environment() const {
@@ -30,14 +32,17 @@ nlohmann::json Run::environment() const {
           {"blas_library", blas.path}, {"threads", threads}, {"world_size", world()},
           {"backend", group ? nlohmann::json(group->backend()) : nlohmann::json()},
           {"launcher", settings.source},
-          {"ranks_on_this_host", group ? group->local_world_size() : 1}};
+          {"ranks_on_this_host", group ? group->local_world_size() : 1},
+          {"ranks_on_this_machine", group ? group->ranks_on_this_machine() : 1}};
 }
 
 std::string Run::describe_ranks() const {
   if (!group) return "";
-  return fmt::format("{} ({}), backend {}, master {}:{}, timeout {:g} s", world(), settings.source,
-                     group->backend(), settings.master_addr, settings.master_port,
-                     settings.timeout.count() / 1000.0);
+  return fmt::format("{} ({}), backend {}, master {}:{}, timeout {:g} s; {} on this host, {} sharing this "
+                     "machine's cores, {} thread{} each",
+                     world(), settings.source, group->backend(), settings.master_addr, settings.master_port,
+                     settings.timeout.count() / 1000.0, group->local_world_size(), group->ranks_on_this_machine(),
+                     threads, threads == 1 ? "" : "s");
 }
 
 }  // namespace dtlab::train

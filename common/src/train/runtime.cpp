@@ -61,9 +61,9 @@ int available_cores() {
   return std::max(1, at::get_num_interop_threads());
 }
 
-int configure_threads(int requested, int ranks_on_this_host) {
+int configure_threads(int requested, int ranks_sharing_the_cores) {
   const int threads = requested > 0 ? requested
-                                    : std::max(1, available_cores() / std::max(1, ranks_on_this_host));
+                                    : std::max(1, available_cores() / std::max(1, ranks_sharing_the_cores));
   at::set_num_threads(threads);
   // OpenBLAS's pthread build keeps its own pool; tell it too when it is the one loaded.
   using SetFn = void (*)(int);

@@ -91,9 +91,14 @@ class Group {
   int size() const;
   const std::string& backend() const;
   std::chrono::milliseconds timeout() const;
-  // Ranks that run on this host (found at rendezvous; 1 for groups made without one).
+  // Ranks that run on this host (found at rendezvous; 1 for groups made without one). A host is
+  // a host name and an address: network namespaces on one machine are different hosts.
   int local_world_size() const;
   int local_rank() const;
+  // Ranks that share this machine's cores: the same running kernel (its boot id), whatever their
+  // addresses. Network-namespace hosts of one machine count together here, so that each takes
+  // its share of the cores (train::configure_threads). At least local_world_size().
+  int ranks_on_this_machine() const;
 
   // In place on every rank: tensor becomes the reduction over ranks. AVG_BY_DIVISION is SUM
   // then division by size() (Gloo has no average).

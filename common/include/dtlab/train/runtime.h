@@ -20,9 +20,9 @@ BlasInfo detect_blas();
 int available_cores();
 
 // Sets LibTorch's intra-op thread count, which OpenBLAS's OpenMP build follows. requested <= 0
-// means "the cores available to this rank": available_cores() / ranks_on_this_host, at least 1.
-// Returns the count set.
-int configure_threads(int requested, int ranks_on_this_host = 1);
+// means "this rank's share of the cores": available_cores() / ranks_sharing_the_cores, at least 1
+// (the ranks of this machine, Group::ranks_on_this_machine). Returns the count set.
+int configure_threads(int requested, int ranks_sharing_the_cores = 1);
 
 // One line: "BLAS OpenBLAS 0.3.21 (...) | threads 2 | LibTorch 1.13.0".
 std::string describe_runtime();

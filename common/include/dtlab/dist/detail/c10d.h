@@ -20,6 +20,7 @@ struct Group::State {
   std::chrono::milliseconds timeout{0};
   std::string backend;
   int local_rank = 0, local_world_size = 1;
+  int ranks_on_this_machine = 1;
   CommLog log;
   int64_t sequence = 0;  // operations issued by this rank: named in every error message
 };
@@ -35,6 +36,6 @@ std::string seconds_text(std::chrono::milliseconds ms);
 std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank,
                                           int size, std::chrono::milliseconds timeout,
                                           std::string backend, int local_rank = 0,
-                                          int local_world_size = 1);
+                                          int local_world_size = 1, int ranks_on_this_machine = 1);
 
 }  // namespace dtlab::dist
