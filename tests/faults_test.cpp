@@ -212,6 +212,25 @@ TEST_F(Faults, MasterPortInUseIsReportedAtOnce) {
   EXPECT_TRUE(contains(r.output, std::to_string(occupied.port()))) << r.output;
 }
 
+// The other ranks of that run reach the port, which accepts them and never answers: within a few
+// seconds (not the whole --timeout, twice, as before) they say that another program holds it.
+TEST_F(Faults, PortHeldByAnotherProgramIsReportedByTheOtherRanksWithinSeconds) {
+  constexpr double kProbeSeconds = 5;  // probe_store's limit in dist/rendezvous.cpp
+  const dtlab::test::ListeningSocket occupied;
+  const auto start = steady_clock::now();
+  const ProcessResult r = run_process(flags(DTLAB_TASK2B_SOLUTION_BIN, occupied.port(), 2, 1, {"--timeout", "60"}),
+                                      kProbeSeconds + kMarginSeconds);
+  const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_LT(elapsed, kProbeSeconds + kMarginSeconds);  // far below the 60 s timeout
+  EXPECT_EQ(r.exit_code, kExitDistributed) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 1")) << r.output;
+  EXPECT_TRUE(contains(r.output, "did not answer as a rendezvous")) << r.output;
+  EXPECT_TRUE(contains(r.output, "another program listens on that port")) << r.output;
+  EXPECT_TRUE(contains(r.output, "127.0.0.1:" + std::to_string(occupied.port()))) << r.output;
+  EXPECT_FALSE(contains(r.output, "stopped")) << r.output;  // the old, wrong, explanation
+}
+
 // A rank whose master is not there (nobody listens on the port) tries for --timeout seconds,
 // then says it cannot reach the master and which flags to check.
 TEST_F(Faults, UnreachableMasterIsReportedAfterTheTimeout) {

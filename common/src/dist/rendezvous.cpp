@@ -10,6 +10,7 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -68,6 +69,26 @@ c10::intrusive_ptr<c10d::Store> connect_store(const Settings& s) {
   }
   store->setTimeout(s.timeout);
   return c10::make_intrusive<c10d::PrefixStore>("dtlab/attempt_" + std::to_string(s.restart_count), store);
+}
+
+// A TCPStore answers at once, but a port where another program listens accepts the connection
+// and then never answers, and c10d's plain queries to it would block for ever (its wait alone
+// honours a timeout). So each rank first sets a key and waits for it, a few seconds at most: a
+// rendezvous answers in a millisecond; silence means the port is someone else's.
+constexpr std::chrono::milliseconds kProbeLimit{5000};
+
+void probe_store(c10d::Store& store, const Settings& s) {
+  const std::string key = "dtlab/probe/" + std::to_string(s.rank);
+  const std::chrono::milliseconds limit = std::min(s.timeout, kProbeLimit);
+  try {
+    store.set(key, std::vector<uint8_t>{1});
+    store.wait({key}, limit);
+  } catch (const std::exception& e) {
+    throw DistError(who(s) + ": " + master(s) + " accepted the connection but did not answer as a rendezvous "
+                    "within " + seconds_text(limit) + ": another program listens on that port (where rank 0 "
+                    "runs, it says the port is in use). Pick another --master_port, or check --master_ip (" +
+                    what_of(e) + ")");
+  }
 }
 
 struct Locality {
@@ -163,6 +184,7 @@ std::unique_ptr<Group> init_process_group(const Settings& s) {
   const std::string address =
       s.world_size == 1 ? "127.0.0.1" : local_address_towards(s.master_addr, s.master_port);
   const c10::intrusive_ptr<c10d::Store> store = connect_store(s);
+  if (s.world_size > 1) probe_store(*store, s);
   const Locality here = rendezvous(*store, s, address);
   return wrap_process_group(connect_backend(store, s, address), s.rank, s.world_size, s.timeout,
                             s.backend, s.local_rank.value_or(here.local_rank), here.local_world_size,
