@@ -30,8 +30,10 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/io/file.h"
+#include "dtlab/io/json_file.h"
 #include "dtlab/io/safetensors.h"
 #include "dtlab/model/bert.h"
+#include "golden_util.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share
@@ -51,63 +53,13 @@ fs::path golden_dir(const std::string& name) {
   return fs::path(DTLAB_SOURCE_DIR) / "tests" / "golden" / "bert" / name;
 }
 
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path.string());
-  return json::parse(in);
-}
-
-json expected_of(const std::string& name) { return read_json(golden_dir(name) / "expected.json"); }
+json expected_of(const std::string& name) { return dtlab::io::read_json_file(golden_dir(name) / "expected.json"); }
 
 // A [rows, cols] int64 tensor from a JSON array of arrays.
-torch::Tensor int_matrix(const json& rows) {
-  std::vector<int64_t> flat;
-  for (const auto& row : rows) {
-    for (const auto& v : row) flat.push_back(v.get<int64_t>());
-  }
-  const auto n = static_cast<int64_t>(rows.size());
-  return torch::tensor(flat, torch::kInt64).view({n, static_cast<int64_t>(flat.size()) / n});
-}
+torch::Tensor int_matrix(const json& rows) { return dtlab::test::golden_tensor(rows, torch::kInt64); }
 
-// A float64 tensor from a JSON array (of arrays) of numbers: the golden float32 values, exactly.
-torch::Tensor double_tensor(const json& values) {
-  if (!values.is_array()) return torch::scalar_tensor(values.get<double>(), torch::kFloat64);
-  std::vector<double> flat;
-  std::vector<int64_t> shape{static_cast<int64_t>(values.size())};
-  for (const auto& row : values) {
-    if (row.is_array()) {
-      if (shape.size() == 1) shape.push_back(static_cast<int64_t>(row.size()));
-      for (const auto& v : row) flat.push_back(v.get<double>());
-    } else {
-      flat.push_back(row.get<double>());
-    }
-  }
-  return torch::tensor(flat, torch::kFloat64).view(shape);
-}
-
-std::string shape_string(at::IntArrayRef sizes) {
-  std::ostringstream out;
-  out << sizes;
-  return out.str();
-}
-
-// Expects `actual` to have the golden shape and to be within kTolerance of it everywhere;
-// reports the largest absolute difference and where it is either way.
 void expect_matches_golden(const torch::Tensor& actual, const json& golden, const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what << " is undefined";
-  const torch::Tensor expected = double_tensor(golden);
-  ASSERT_EQ(actual.sizes(), expected.sizes())
-      << what << ": shape " << shape_string(actual.sizes()) << ", golden "
-      << shape_string(expected.sizes());
-  const torch::Tensor diff = (actual.detach().to(torch::kCPU, torch::kFloat64) - expected).abs();
-  const double max_diff = diff.max().item<double>();
-  const int64_t where = diff.flatten().argmax().item<int64_t>();
-  EXPECT_LE(max_diff, kTolerance)
-      << what << ": max abs diff " << max_diff << " at flat index " << where << " (got "
-      << actual.detach().flatten()[where].item<double>() << ", golden "
-      << expected.flatten()[where].item<double>() << ")\n got:\n"
-      << actual << "\n golden:\n" << expected;
-  std::cout << "[ golden   ] " << what << ": max abs diff " << max_diff << "\n";
+  dtlab::test::expect_matches_golden(actual, golden, what, kTolerance);
 }
 
 struct Inputs {
@@ -157,8 +109,8 @@ void expect_state_dict_matches(const BertForSequenceClassification& model, const
   for (const auto& [key, shape] : golden_shapes) {
     auto it = shapes.find(key);
     if (it == shapes.end()) continue;  // reported above if state_dict_keys has it
-    EXPECT_EQ(it->second, shape) << key << ": model " << shape_string(it->second)
-                                 << ", transformers " << shape_string(shape);
+    EXPECT_EQ(it->second, shape) << key << ": model " << dtlab::model::shape_string(it->second)
+                                 << ", transformers " << dtlab::model::shape_string(shape);
   }
 }
 
@@ -284,8 +236,8 @@ TEST_P(BertGoldenFull, SavePretrainedRoundTripReproducesLogitsExactly) {
   EXPECT_TRUE(report.unexpected_keys.empty()) << report.describe(dir.string());
 
   // The saved config describes the same network as the golden one.
-  const json original = read_json(golden_dir(GetParam()) / "config.json");
-  const json saved = read_json(dir / "config.json");
+  const json original = dtlab::io::read_json_file(golden_dir(GetParam()) / "config.json");
+  const json saved = dtlab::io::read_json_file(dir / "config.json");
   for (const char* field : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                             "intermediate_size", "hidden_act", "max_position_embeddings",
                             "type_vocab_size", "layer_norm_eps", "pad_token_id"}) {

@@ -34,6 +34,7 @@
 #include "dtlab/io/json_file.h"
 #include "dtlab/io/safetensors.h"
 #include "dtlab/model/gpt2.h"
+#include "golden_util.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share
@@ -57,52 +58,12 @@ fs::path golden_dir(const std::string& name) {
   return fs::path(DTLAB_SOURCE_DIR) / "tests" / "golden" / "gpt2" / name;
 }
 
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path.string());
-  return json::parse(in);
-}
+json expected_of(const std::string& name) { return dtlab::io::read_json_file(golden_dir(name) / "expected.json"); }
 
-json expected_of(const std::string& name) { return read_json(golden_dir(name) / "expected.json"); }
+torch::Tensor ids_of(const json& values) { return dtlab::test::golden_tensor(values, torch::kInt64); }
 
-// A tensor from a JSON number or nested arrays of numbers, with the nesting as its shape.
-torch::Tensor tensor_of(const json& values, torch::ScalarType dtype) {
-  std::vector<int64_t> shape;
-  for (const json* j = &values; j->is_array(); j = &j->at(0)) shape.push_back(static_cast<int64_t>(j->size()));
-  std::vector<double> flat;
-  std::function<void(const json&)> collect = [&](const json& j) {
-    if (!j.is_array()) {
-      flat.push_back(j.get<double>());
-      return;
-    }
-    for (const auto& item : j) collect(item);
-  };
-  collect(values);
-  return torch::tensor(flat, torch::kFloat64).view(shape).to(dtype);
-}
-
-torch::Tensor ids_of(const json& values) { return tensor_of(values, torch::kInt64); }
-
-std::string shape_string(at::IntArrayRef sizes) {
-  std::ostringstream out;
-  out << sizes;
-  return out.str();
-}
-
-// Expects `actual` to have the golden shape and to be within kTolerance of it everywhere; prints
-// the largest absolute difference either way.
 void expect_matches_golden(const torch::Tensor& actual, const json& golden, const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what << " is undefined";
-  const torch::Tensor expected = tensor_of(golden, torch::kFloat64);
-  ASSERT_EQ(actual.sizes(), expected.sizes())
-      << what << ": shape " << shape_string(actual.sizes()) << ", golden " << shape_string(expected.sizes());
-  const torch::Tensor diff = (actual.detach().to(torch::kFloat64) - expected).abs();
-  const double max_diff = diff.max().item<double>();
-  const int64_t where = diff.flatten().argmax().item<int64_t>();
-  EXPECT_LE(max_diff, kTolerance) << what << ": max abs diff " << max_diff << " at flat index " << where
-                                  << " (got " << actual.detach().flatten()[where].item<double>()
-                                  << ", golden " << expected.flatten()[where].item<double>() << ")";
-  std::cout << "[ golden   ] " << what << ": max abs diff " << max_diff << "\n";
+  dtlab::test::expect_matches_golden(actual, golden, what, kTolerance);
 }
 
 // Expects `fn` to throw dtlab::Error whose message contains every needle.
@@ -134,7 +95,7 @@ void copy_checkpoint(const std::string& name, const fs::path& dir,
                      const std::function<void(json&)>& edit_config = nullptr,
                      const std::function<void(dtlab::io::TensorMap&)>& edit_tensors = nullptr) {
   fs::create_directories(dir);
-  json config = read_json(golden_dir(name) / "config.json");
+  json config = dtlab::io::read_json_file(golden_dir(name) / "config.json");
   if (edit_config) edit_config(config);
   dtlab::io::write_json_file(dir / "config.json", config);
   auto tensors = dtlab::io::load_safetensors(golden_dir(name) / "model.safetensors");
@@ -243,7 +204,7 @@ TEST_P(Gpt2Golden, LoadReportsMatchTransformers) {
   const json& reports = expected.at("load_reports");
   const Scratch scratch("gpt2-reports-" + name);
   auto one_more_layer = [](json& c) { c["n_layer"] = c["n_layer"].get<int64_t>() + 1; };
-  const int64_t n_embd = read_json(golden_dir(name) / "config.json").at("n_embd").get<int64_t>();
+  const int64_t n_embd = dtlab::io::read_json_file(golden_dir(name) / "config.json").at("n_embd").get<int64_t>();
   struct Case {
     std::string label, source;
     std::function<void(json&)> edit_config;
@@ -310,8 +271,8 @@ TEST_P(Gpt2Golden, SavePretrainedRoundTripReproducesLogitsExactly) {
     EXPECT_TRUE(torch::equal(it->second, tensor)) << key << " changed on the round trip";
   }
   // The config describes the same network.
-  const json original = read_json(golden_dir(name) / "config.json");
-  const json written = read_json(dir / "config.json");
+  const json original = dtlab::io::read_json_file(golden_dir(name) / "config.json");
+  const json written = dtlab::io::read_json_file(dir / "config.json");
   for (const auto& [field, value] : original.items()) {
     if (field == "transformers_version") continue;
     ASSERT_TRUE(written.contains(field)) << field << " missing from the saved config.json";
@@ -450,7 +411,7 @@ TEST(Gpt2Model, UntiedHeadIsItsOwnParameterAndRoundTrips) {
 
   const Scratch scratch("gpt2-untied");
   dtlab::model::save_pretrained(model, scratch.path);
-  EXPECT_EQ(read_json(scratch.path / "config.json").at("tie_word_embeddings"), false);
+  EXPECT_EQ(dtlab::io::read_json_file(scratch.path / "config.json").at("tie_word_embeddings"), false);
   LoadReport report;
   auto again = load_eval(scratch.path, &report);
   EXPECT_TRUE(report.missing_keys.empty()) << report.describe("untied");
@@ -474,7 +435,7 @@ TEST(Gpt2Model, LmLossIsShiftedAndIgnoresMinus100) {
 }
 
 TEST(Gpt2Config, PresetsAreTransformersConfigs) {
-  const json counts = read_json(golden_dir("presets") / "expected.json").at("num_parameters");
+  const json counts = dtlab::io::read_json_file(golden_dir("presets") / "expected.json").at("num_parameters");
   for (const std::string name : {"gpt2", "gpt2-mini"}) {
     SCOPED_TRACE(name);
     const Gpt2Config preset = Gpt2Config::preset(name);
@@ -486,7 +447,7 @@ TEST(Gpt2Config, PresetsAreTransformersConfigs) {
       EXPECT_EQ(preset_json.value(field, json()), value) << field;
     }
     // Everything transformers writes, to_json writes too, with the same value.
-    const json written_by_transformers = read_json(file);
+    const json written_by_transformers = dtlab::io::read_json_file(file);
     for (const auto& [field, value] : written_by_transformers.items()) {
       if (field == "transformers_version") continue;
       EXPECT_EQ(preset_json.value(field, json()), value) << field;

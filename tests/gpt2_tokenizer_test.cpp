@@ -16,6 +16,7 @@
 #include "dtlab/tokenizer/byte_level.h"
 #include "dtlab/tokenizer/gpt2_tokenizer.h"
 #include "dtlab/tokenizer/unicode.h"
+#include "golden_util.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share
@@ -418,16 +419,9 @@ const nlohmann::json& golden_cases() {
   return cases;
 }
 
-std::string from_hex(const std::string& hex) {
-  std::string bytes;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return bytes;
-}
-
 std::string text_of(const nlohmann::json& entry) {
   return entry.contains("text") ? entry.at("text").get<std::string>()
-                                : from_hex(entry.at("text_hex").get<std::string>());
+                                : dtlab::test::from_hex(entry.at("text_hex").get<std::string>());
 }
 
 // Compares encode and decode with every golden record of one tokenizer; returns the count.

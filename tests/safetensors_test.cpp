@@ -15,6 +15,7 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/io/file.h"
+#include "golden_util.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share
@@ -62,13 +63,6 @@ std::string bytes_of(std::initializer_list<T> values) {
 }
 
 // Bytes from a string of hex digit pairs.
-std::string from_hex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return out;
-}
-
 TensorMap parse(const std::string& bytes, Metadata* metadata = nullptr) {
   return dtlab::io::parse_safetensors(bytes, kSource, metadata);
 }
@@ -254,7 +248,7 @@ TEST(Safetensors, ReadsImageWrittenByTheReferenceLibrary) {
                              R"("bias":{"dtype":"BF16","shape":[3],"data_offsets":[32,38]},)"
                              R"("gain":{"dtype":"F16","shape":[],"data_offsets":[38,40]}}      )";
   ASSERT_EQ(header.size(), 272u);
-  const std::string data = from_hex(
+  const std::string data = dtlab::test::from_hex(
       "0700000000000000ffffffffffffffff"  // ids
       "0000803f000000c00000003f00004040"  // weight
       "803f00c0003f"                      // bias
@@ -276,7 +270,7 @@ TEST(Safetensors, ReadsImageWrittenByTheReferenceLibrary) {
 TEST(Safetensors, WritesTheReferenceLibrarysBytesWhenDtypesAgree) {
   // safetensors 0.8.0 orders by dtype first, so with one dtype its order is name order too and
   // its output for {"b": [3] F32, "a": [1, 2] F32}, metadata={"format": "pt"} must match ours.
-  const std::string expected = from_hex(
+  const std::string expected = dtlab::test::from_hex(
       "9000000000000000"
       "7b225f5f6d657461646174615f5f223a7b22666f726d6174223a227074227d2c2261223a7b226474797065"
       "223a22463332222c227368617065223a5b325d2c22646174615f6f666673657473223a5b302c385d7d2c22"

@@ -12,6 +12,7 @@
 #include "dtlab/io/file.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/tokenizer/bert_tokenizer.h"
+#include "golden_util.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share
@@ -279,13 +280,6 @@ TEST(BertTokenizer, VocabLinesFollowPythonReadlines) {
 
 const fs::path kGoldenDir = fs::path(DTLAB_SOURCE_DIR) / "tests" / "golden" / "tokenizer";
 
-std::string from_hex(const std::string& hex) {
-  std::string bytes;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return bytes;
-}
-
 // The tokenizer a config of cases.json describes, loaded as the generator loaded it.
 BertTokenizer golden_tokenizer(const nlohmann::json& config) {
   const fs::path folder = kGoldenDir / config.at("folder").get<std::string>();
@@ -326,7 +320,7 @@ TEST(BertTokenizerGolden, TokenizeMatchesHuggingFace) {
   int checked = 0;
   for (const nlohmann::json& c : golden().cases.at("tokenize")) {
     const std::string text = c.contains("text") ? c.at("text").get<std::string>()
-                                                : from_hex(c.at("text_hex").get<std::string>());
+                                                : dtlab::test::from_hex(c.at("text_hex").get<std::string>());
     for (const auto& [name, expected] : c.at("results").items()) {
       SCOPED_TRACE("config " + name + ", text \"" + text + "\"");
       const BertTokenizer& t = golden().tokenizers.at(name);
