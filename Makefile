@@ -25,6 +25,9 @@ GLUE_FLAGS = --model_type bert --model_name_or_path $(MODEL) --task_name RTE --d
 EXERCISES := $(shell awk '!/^\#/ && NF {print $$1}' exercises.txt)
 DP_TASKS  := $(shell awk '!/^\#/ && $$2 == "ranks" {print $$1}' exercises.txt)
 TRAFFIC_TASKS := $(shell awk '!/^\#/ && $$3 == "traffic" {print $$1}' exercises.txt)
+# The GPT-2 exercises (kind dp) take the language-model flags; the others BERT's.
+LM_TASKS  := $(shell awk '!/^\#/ && $$3 == "dp" {print $$1}' exercises.txt)
+GLUE_DP_TASKS := $(filter-out $(LM_TASKS),$(DP_TASKS))
 
 # The data-parallel exercises run WORLD local ranks; the global batch stays BATCH.
 WORLD  ?= 4
@@ -40,7 +43,7 @@ GRADE_ARGS ?=
 DEMO_WHAT := $(if $(wildcard solutions),--solutions,)
 
 .PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo gpt2-real \
-        bench bench-task1 bench-dp bench-gpt2 bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
+        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
         $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%)
 
 help:
@@ -54,10 +57,12 @@ help:
 	@echo "make test-task1      the tests of task 1 only (ctest -L task1)"
 	@echo "make task2a          YOUR task 2a on WORLD=4 local ranks (also task2b task3 task4, and -solution)"
 	@echo "make test-task2a     the tests of task 2a (also test-task2b test-task3 test-task4)"
-	@echo "make bench           the three benchmarks below (about 18 minutes on 2 cores)"
+	@echo "make dp              YOUR GPT-2 data parallel (tasks/dp) on WORLD=4 local ranks; DP_MODEL=gpt2 for GPT-2 small's shape"
+	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
 	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
 	@echo "make bench-gpt2      time the GPT-2 training step (gpt2-mini, GPT-2 small; batch 8 x 128)"
+	@echo "make bench-dp-gpt2   time the dp exercise's step at 1, 2, 4 ranks (gpt2-mini, GPT-2 small; 8 x 128 per rank)"
 	@echo "make bench-gpt2-eager  the same step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
@@ -85,10 +90,21 @@ task1-solution: fixtures
 	$(BUILD)/task1-solution $(GLUE_FLAGS) --output_dir $(OUT)/task1-solution $(ARGS)
 
 # A traffic exercise (task4) takes the batch sizes itself (--batch_sizes, default 64,32,16).
-$(DP_TASKS) $(DP_TASKS:%=%-solution): fixtures
+$(GLUE_DP_TASKS) $(GLUE_DP_TASKS:%=%-solution): fixtures
 	scripts/run_local_ranks.sh $(WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
 	  $(if $(filter $(TRAFFIC_TASKS),$(@:%-solution=%)),$(subst --global_batch_size $(BATCH),,$(subst --do_train --do_eval,,$(DP_FLAGS))),$(DP_FLAGS)) \
 	  --output_dir $(OUT)/$@ $(ARGS)
+
+# GPT-2 data parallel (dp) on WORLD local ranks: a GPT-2 of the shape DP_MODEL (gpt2-mini: 4
+# layers of 128, an epoch of the fixture in minutes; gpt2: GPT-2 small's shape) with random
+# weights and the fixture's tokenizer, a global batch of GPT2_BATCH pairs split over the ranks.
+DP_MODEL ?= gpt2-mini
+$(LM_TASKS) $(LM_TASKS:%=%-solution): fixtures
+	scripts/run_local_ranks.sh $(WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
+	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
+	  --global_batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --num_epochs $(GPT2_EPOCHS) --seed $(SEED) \
+	  --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
+	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(WORLD) --local_rank {rank} $(ARGS)
 
 # GPT-2 learns the invented German->English fixture in one process (dtlab-gpt2, the reference of
 # the language-model exercises): per-epoch validation loss, perplexity, BLEU and a few
@@ -163,6 +179,9 @@ bench-dp: configure
 
 bench-gpt2: configure
 	cmake --build $(BUILD) --target bench-gpt2
+
+bench-dp-gpt2: configure
+	cmake --build $(BUILD) --target bench-dp-gpt2
 
 # The same GPT-2 step in eager PyTorch (transformers, Debian's PyTorch 1.13) in alternating rounds:
 # tooling, it needs tests/golden/setup_venv.sh once (PyPI).

@@ -40,7 +40,8 @@ int check_command(const CheckFlags& f) {
   options.collective_timeout = f.timeout;
   options.run_timeout = f.run_timeout;
   options.threads = f.threads;
-  options.binaries["reference"] = kBuildDir / "grader" / "dtlab-reference";
+  options.binaries[kReference] = kBuildDir / "grader" / "dtlab-reference";
+  options.binaries[kReferenceGpt2] = kBuildDir / "tools" / "dtlab-gpt2";
 
   std::string submission = f.solutions ? "reference solutions" : "your tasks/ (" + (kSourceDir / "tasks").string() + ")";
   fs::create_directories(options.results_dir);

@@ -1,8 +1,12 @@
 // The registry of checks and how one is run, see checks.h.
 #include "checks.h"
 
-#include <chrono>
+#include <fmt/format.h>
 
+#include <chrono>
+#include <cmath>
+
+#include "compare.h"
 #include "dtlab/core/error.h"
 
 namespace dtlab::grader {
@@ -12,6 +16,7 @@ std::vector<CheckSpec> checks_of_kind(const Exercise& e) {
   if (e.kind == "sync") return data_parallel_checks(e.name, /*ddp=*/false);
   if (e.kind == "ddp") return data_parallel_checks(e.name, /*ddp=*/true);
   if (e.kind == "traffic") return traffic_checks(e.name);
+  if (e.kind == "dp") return lm_data_parallel_checks(e.name);
   throw Error("exercises.txt: " + e.name + " has the kind '" + e.kind + "', which has no checks");
 }
 
@@ -32,6 +37,59 @@ std::vector<const CheckSpec*> checks_of(const std::string& exercise) {
     if (c.exercise == exercise) out.push_back(&c);
   }
   return out;
+}
+
+const Run* kit_run(Runner& runner, const RunRequest& request, Verdict* failure) {
+  const Run& ref = runner.run(request);
+  if (ref.failure) {
+    *failure = {Status::kError, "the kit's own single-process run failed (a problem of the kit or the machine, "
+                                "not of your code):\n" + ref.failure->message};
+    return nullptr;
+  }
+  return &ref;
+}
+
+namespace {
+
+std::string show_losses(const std::vector<double>& got, const std::vector<double>& want, size_t n) {
+  std::string out = "  step  yours        single-process\n";
+  for (size_t i = 0; i < n && i < got.size() && i < want.size(); ++i) {
+    out += fmt::format("  {:>4}  {:.7f}  {:.7f}{}\n", i + 1, got[i], want[i],
+                       std::abs(got[i] - want[i]) > kLossTolerance ? "  <- differs" : "");
+  }
+  return out;
+}
+
+}  // namespace
+
+Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string& what,
+                     const std::string& hint_first, const std::string& hint_later) {
+  const std::vector<double> got = iteration_losses(run.results), want = iteration_losses(ref.results);
+  if (got.size() < n) {
+    return {Status::kWrongNumber, fmt::format("{}: results.json has {} iteration(s), expected {}", what, got.size(), n)};
+  }
+  const LossDifference d = compare_losses(got, want, n, kLossTolerance);
+  if (d.first_step < 0) {
+    return {Status::kPassed, fmt::format("{}: {} with single-process training (max |diff| {:.2g} <= {:g})", what,
+                                         n == 1 ? "the loss of step 1 agrees" : fmt::format("the {} losses agree", n),
+                                         d.max_abs, kLossTolerance)};
+  }
+  return {Status::kWrongNumber,
+          fmt::format("{}: the loss of step {} differs from single-process training by more than {:g} "
+                      "(max |diff| {:.3g}). {}\n{}",
+                      what, d.first_step, kLossTolerance, d.max_abs, d.first_step == 1 ? hint_first : hint_later,
+                      show_losses(got, want, n))};
+}
+
+std::string scale_hint(double factor, int world, const std::string& reference) {
+  if (std::abs(factor - world) < 0.05 * world) {
+    return fmt::format("They are {:.2f} times {}: the sum over {} ranks was not divided by the world size.", factor,
+                       reference, world);
+  }
+  if (std::abs(factor * world - 1) < 0.05) {
+    return fmt::format("They are 1/{} of {}: divided by the world size twice, or not summed?", world, reference);
+  }
+  return "";
 }
 
 CheckOutcome run_check(const CheckSpec& check, Runner& runner) {

@@ -44,6 +44,20 @@ std::vector<CheckSpec> checks_of_kind(const Exercise& exercise);
 std::vector<CheckSpec> finetune_checks(const std::string& exercise);
 std::vector<CheckSpec> data_parallel_checks(const std::string& exercise, bool ddp);
 std::vector<CheckSpec> traffic_checks(const std::string& exercise);
+std::vector<CheckSpec> lm_data_parallel_checks(const std::string& exercise);
+
+// Shared by the checks of every kind:
+// the kit's own run (a reference), or nullptr and a verdict that says the kit, not the student,
+// failed;
+const Run* kit_run(Runner& runner, const RunRequest& request, Verdict* failure);
+// the per-iteration losses of `run` against the reference's over the first n steps, within
+// kLossTolerance; the hints say what to look at when step 1 differs and when a later one does.
+Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string& what,
+                     const std::string& hint_first, const std::string& hint_later);
+
+// When the ranks' gradient is `factor` times the reference's (compare.h's projection_factor):
+// the usual cause if factor is the world size or its inverse, else "".
+std::string scale_hint(double factor, int world, const std::string& reference);
 
 // Tolerances, stated once: the grader's messages and the handouts quote them.
 constexpr double kLossTolerance = 1e-5;      // per-iteration loss vs single-process training

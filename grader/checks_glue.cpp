@@ -45,45 +45,7 @@ RunRequest losses_request(const std::string& exercise, int world) {
           equivalence_flags(exercise, kLossSteps), !single_process(exercise)};
 }
 
-// The kit's own run, or a verdict that says the kit (not the student) failed.
-const Run* reference(Runner& runner, Verdict* failure) {
-  const Run& ref = runner.run(reference_request());
-  if (ref.failure) {
-    *failure = {Status::kError, "the kit's own single-process run failed (a problem of the kit or the machine, "
-                                "not of your code):\n" + ref.failure->message};
-    return nullptr;
-  }
-  return &ref;
-}
-
-std::string show_losses(const std::vector<double>& got, const std::vector<double>& want, size_t n) {
-  std::string out = "  step  yours        single-process\n";
-  for (size_t i = 0; i < n && i < got.size() && i < want.size(); ++i) {
-    out += fmt::format("  {:>4}  {:.7f}  {:.7f}{}\n", i + 1, got[i], want[i],
-                       std::abs(got[i] - want[i]) > kLossTolerance ? "  <- differs" : "");
-  }
-  return out;
-}
-
-// Losses of `run` against the reference's over the first n steps.
-Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string& what,
-                     const std::string& hint_first, const std::string& hint_later) {
-  const std::vector<double> got = iteration_losses(run.results), want = iteration_losses(ref.results);
-  if (got.size() < n) {
-    return {Status::kWrongNumber, fmt::format("{}: results.json has {} iteration(s), expected {}", what, got.size(), n)};
-  }
-  const LossDifference d = compare_losses(got, want, n, kLossTolerance);
-  if (d.first_step < 0) {
-    return {Status::kPassed, fmt::format("{}: {} with single-process training (max |diff| {:.2g} <= {:g})", what,
-                                         n == 1 ? "the loss of step 1 agrees" : fmt::format("the {} losses agree", n),
-                                         d.max_abs, kLossTolerance)};
-  }
-  return {Status::kWrongNumber,
-          fmt::format("{}: the loss of step {} differs from single-process training by more than {:g} "
-                      "(max |diff| {:.3g}). {}\n{}",
-                      what, d.first_step, kLossTolerance, d.max_abs, d.first_step == 1 ? hint_first : hint_later,
-                      show_losses(got, want, n))};
-}
+const Run* reference(Runner& runner, Verdict* failure) { return kit_run(runner, reference_request(), failure); }
 
 // ---- fine-tuning (task 1) ----------------------------------------------------------------------------
 
@@ -248,14 +210,8 @@ Verdict gradients(Runner& runner, const std::string& exercise) {
                                          "gradient of one process (max |diff| {:.2g}, relative {:.2g})",
                                          exercise, d.max_abs, d.relative())};
   }
-  const double factor = projection_factor(dumps[0], full, "grad.");
-  std::string hint;
-  if (std::abs(factor - kWorld) < 0.05 * kWorld) {
-    hint = fmt::format("They are {:.2f} times the full-batch gradient: the sum over 4 ranks was not divided by the "
-                       "world size.", factor);
-  } else if (std::abs(factor * kWorld - 1) < 0.05) {
-    hint = "They are a quarter of the full-batch gradient: divided by the world size twice, or not summed?";
-  } else {
+  std::string hint = scale_hint(projection_factor(dumps[0], full, "grad."), kWorld, "the full-batch gradient");
+  if (hint.empty()) {
     hint = "Are they averaged over all ranks, and only after synchronisation clipped (clipping is the kit's, "
            "after sync_gradients)?";
   }

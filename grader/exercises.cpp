@@ -31,6 +31,12 @@ const Exercise& exercise(const std::string& name) {
   throw Error("no exercise '" + name + "': choose " + exercise_list() + " (commas for several), or all");
 }
 
-bool single_process(const std::string& name) { return name == "reference" || !exercise(name).ranks(); }
+bool single_process(const std::string& name) {
+  return name == kReference || name == kReferenceGpt2 || !exercise(name).ranks();
+}
+
+bool trains_gpt2(const std::string& name) {
+  return name == kReferenceGpt2 || (name != kReference && exercise(name).kind == "dp");
+}
 
 }  // namespace dtlab::grader

@@ -23,8 +23,17 @@ std::string exercise_list();
 // The row of `name`; a dtlab::Error naming the exercises that exist when there is none.
 const Exercise& exercise(const std::string& name);
 
-// task1 and the kit's reference ("reference") train in one process, without the launch flags;
-// every exercise whose launch is "ranks" is distributed (--master_ip ... --local_rank).
+// The kit's own single-process runs the checks compare with: dtlab-reference (BERT on GLUE) and
+// dtlab-gpt2 (GPT-2 on the translation data).
+inline constexpr const char* kReference = "reference";
+inline constexpr const char* kReferenceGpt2 = "reference-gpt2";
+
+// task1 and the kit's references train in one process, without the launch flags; every exercise
+// whose launch is "ranks" is distributed (--master_ip ... --local_rank).
 bool single_process(const std::string& exercise);
+
+// Whether a run trains GPT-2 on the translation fixture (dtlab-gpt2 and the dp kind) rather
+// than BERT on RTE: the two take different flags.
+bool trains_gpt2(const std::string& exercise);
 
 }  // namespace dtlab::grader

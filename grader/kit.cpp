@@ -21,7 +21,10 @@ fs::path exercise_binary(const std::string& exercise, bool solutions) {
 
 fs::path ensure_fixtures() {
   const fs::path fixtures = kSourceDir / "fixtures";
-  if (fs::exists(fixtures / "bert-tiny" / "config.json") && fs::exists(fixtures / "RTE" / "train.tsv")) return fixtures;
+  if (fs::exists(fixtures / "bert-tiny" / "config.json") && fs::exists(fixtures / "RTE" / "train.tsv") &&
+      fs::exists(fixtures / "gpt2-tiny" / "config.json") && fs::exists(fixtures / "translation" / "train.jsonl")) {
+    return fixtures;
+  }
   const ProcessResult r = run_process({(kBuildDir / "tools" / "dtlab-fixtures").string(), "--out", fixtures.string()}, 300);
   if (r.exit_code != 0) throw Error("dtlab-fixtures could not write " + fixtures.string() + ":\n" + r.output);
   return fixtures;

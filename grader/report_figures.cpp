@@ -14,15 +14,15 @@
 #include "report_parts.h"
 
 namespace dtlab::grader::report_parts {
-namespace {
 
-// A string as a gnuplot string literal: single quotes, where only '' needs escaping.
 std::string gp_string(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
   return out + "'";
 }
+
+namespace {
 
 // A series title inside a gnuplot word list ("a b" "c d"): double quotes would end it.
 std::string gp_word(std::string s) {

@@ -46,20 +46,29 @@ int run_command(const RunFlags& f) {
   }
   // The fixture and the demo's settings, unless the extra flags say otherwise.
   const fs::path fixtures = (f.print_commands ? kSourceDir / "fixtures" : ensure_fixtures());
-  std::vector<std::pair<std::string, std::string>> defaults = {
-      {"--model_name_or_path", (fixtures / "bert-tiny").string()}, {"--data_dir", (fixtures / "RTE").string()},
-      {"--task_name", "RTE"}, {"--max_seq_length", "128"}, {"--learning_rate", "3e-4"},
-      {"--output_dir", fs::absolute(fs::path(f.out) / f.exercise / "output").string()}};
-  if (!traffic) defaults.push_back({"--num_train_epochs", "1"});
-  if (distributed && !traffic) defaults.push_back({"--global_batch_size", "32"});
-  if (!distributed) defaults.push_back({"--per_gpu_train_batch_size", "32"});
+  const std::string output = fs::absolute(fs::path(f.out) / f.exercise / "output").string();
+  std::vector<std::pair<std::string, std::string>> defaults;
+  std::vector<const char*> switches = {"--overwrite_output_dir"};
+  if (trains_gpt2(f.exercise)) {  // GPT-2 on the translation fixture, as `make dp`
+    defaults = {{"--model_name_or_path", (fixtures / "gpt2-tiny").string()},
+                {"--data_dir", (fixtures / "translation").string()}, {"--learning_rate", "1e-3"},
+                {"--num_epochs", "1"}, {"--output_dir", output}};
+    if (distributed) defaults.push_back({"--global_batch_size", "32"});
+  } else {
+    defaults = {{"--model_name_or_path", (fixtures / "bert-tiny").string()}, {"--data_dir", (fixtures / "RTE").string()},
+                {"--task_name", "RTE"}, {"--max_seq_length", "128"}, {"--learning_rate", "3e-4"},
+                {"--output_dir", output}};
+    if (!traffic) defaults.push_back({"--num_train_epochs", "1"});
+    if (distributed && !traffic) defaults.push_back({"--global_batch_size", "32"});
+    if (!distributed) defaults.push_back({"--per_gpu_train_batch_size", "32"});
+    if (!traffic) switches.insert(switches.begin(), {"--do_train", "--do_eval"});
+  }
   for (const auto& [flag, value] : defaults) {
     if (!mentions(f.extra, flag)) spec.args.insert(spec.args.end(), {flag, value});
   }
-  for (const char* flag : {"--do_train", "--do_eval", "--overwrite_output_dir"}) {
-    if (!traffic && !mentions(f.extra, flag)) spec.args.push_back(flag);
+  for (const char* flag : switches) {
+    if (!mentions(f.extra, flag)) spec.args.push_back(flag);
   }
-  if (traffic && !mentions(f.extra, "--overwrite_output_dir")) spec.args.push_back("--overwrite_output_dir");
   spec.args.insert(spec.args.end(), f.extra.begin(), f.extra.end());
   std::vector<std::string> launch_args = spec.args;  // before the rank flags: the launchers' own
   if (distributed) {

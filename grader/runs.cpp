@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "dtlab/core/error.h"
 #include "dtlab/io/json_file.h"
 
@@ -36,11 +38,21 @@ const Run& Runner::run(const RunRequest& request) {
   spec.timeout_seconds = o.run_timeout;
   spec.grace_seconds = o.collective_timeout + 5;
   const bool distributed = !single_process(request.exercise);
-  spec.args = {"--model_name_or_path", (o.fixtures / "bert-tiny").string(), "--data_dir",
-               (o.fixtures / "RTE").string(), "--task_name", "RTE", "--seed", "42",
-               "--output_dir", output.string(), "--overwrite_output_dir"};
-  if (request.exercise == "reference" || exercise(request.exercise).kind != "traffic") {
-    spec.args.insert(spec.args.end(), {"--do_train", "--no_save"});
+  if (trains_gpt2(request.exercise)) {
+    spec.args = {"--model_name_or_path", (o.fixtures / "gpt2-tiny").string(), "--data_dir",
+                 (o.fixtures / "translation").string(), "--output_dir", output.string(), "--overwrite_output_dir",
+                 "--no_save"};
+    // Seed 42 unless the request sets its own (the partition check draws with another).
+    if (std::find(request.flags.begin(), request.flags.end(), "--seed") == request.flags.end()) {
+      spec.args.insert(spec.args.end(), {"--seed", "42"});
+    }
+  } else {
+    spec.args = {"--model_name_or_path", (o.fixtures / "bert-tiny").string(), "--data_dir",
+                 (o.fixtures / "RTE").string(), "--task_name", "RTE", "--seed", "42",
+                 "--output_dir", output.string(), "--overwrite_output_dir"};
+    if (request.exercise == kReference || exercise(request.exercise).kind != "traffic") {
+      spec.args.insert(spec.args.end(), {"--do_train", "--no_save"});
+    }
   }
   if (o.threads > 0) spec.args.insert(spec.args.end(), {"--threads", std::to_string(o.threads)});
   if (distributed) {

@@ -18,7 +18,7 @@
 namespace dtlab::grader {
 
 struct GradeOptions {
-  std::filesystem::path fixtures;     // bert-tiny/ and RTE/
+  std::filesystem::path fixtures;     // bert-tiny/, RTE/, gpt2-tiny/ and translation/
   std::filesystem::path results_dir;  // where runs/ and results.json go
   // exercise -> binary; "reference" is the kit's own single-process run (dtlab-reference).
   std::map<std::string, std::filesystem::path> binaries;
@@ -28,7 +28,8 @@ struct GradeOptions {
   int threads = 0;                    // --threads of every rank (0: the kit's default)
 };
 
-// The GLUE settings of the checks: the fixture, seed 42, a global batch of 32.
+// One run of the checks: BERT on the RTE fixture or GPT-2 on the translation fixture (by the
+// exercise, trains_gpt2), seed 42 unless the flags say otherwise.
 struct RunRequest {
   std::string id;        // folder name under runs/
   std::string exercise;  // a key of GradeOptions::binaries

@@ -1,4 +1,4 @@
-// Deliberately broken task 2b solutions (tests/mutants), graded: each must fail the check that
+// Deliberately broken task 2b and dp solutions (tests/mutants), graded: each must fail the check that
 // should catch it, with the words that tell a student what is wrong, within its timeout. A
 // check that stops catching its bug fails here.
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 namespace {
 
 struct Mutant {
+  std::string exercise;
   std::string name;     // DTLAB_MUTANT
   std::string check;    // the check that must fail (run alone with --only)
   std::string outcome;  // how it fails
@@ -26,28 +27,48 @@ struct Mutant {
 // The collective timeout of these runs: a rank that waits for a hung one gives up after it.
 constexpr int kTimeout = 5;
 
-const std::vector<Mutant> kMutants = {
-    {"sum_not_average", "gradients", "wrong number", "not divided by the world size", 120},
-    {"no_broadcast", "broadcast", "wrong number", "every rank must start from rank 0's weights", 120},
-    {"clip_before_sync", "gradients", "wrong number", "differs from the full-batch gradient", 120},
-    {"overlapping_shards", "sampler", "wrong number", "read by more than one rank", 120},
-    {"missing_shards", "sampler", "wrong number", "read by no rank", 120},
-    {"sleep_forever", "losses-2", "hang", "rank 1 hung", 3 * kTimeout + 60},
-    {"crash", "losses-2", "crash", "rank 1 crashed: killed by signal 11", 120},
+const std::vector<Mutant> kTask2bMutants = {
+    {"task2b", "sum_not_average", "gradients", "wrong number", "not divided by the world size", 120},
+    {"task2b", "no_broadcast", "broadcast", "wrong number", "every rank must start from rank 0's weights", 120},
+    {"task2b", "clip_before_sync", "gradients", "wrong number", "differs from the full-batch gradient", 120},
+    {"task2b", "overlapping_shards", "sampler", "wrong number", "read by more than one rank", 120},
+    {"task2b", "missing_shards", "sampler", "wrong number", "read by no rank", 120},
+    {"task2b", "sleep_forever", "losses-2", "hang", "rank 1 hung", 3 * kTimeout + 60},
+    {"task2b", "crash", "losses-2", "crash", "rank 1 crashed: killed by signal 11", 120},
 };
 
-void PrintTo(const Mutant& m, std::ostream* os) { *os << m.name << " caught by " << m.check; }
+// The original assignment's tests passed when every rank held the whole data set and when no
+// gradient existed at all; these are the mistakes its checks could not see, and more.
+const std::vector<Mutant> kDpMutants = {
+    {"dp", "whole_dataset", "partition", "wrong number", "reads all 5000 examples", 120},
+    {"dp", "whole_dataset", "gradients", "wrong number", "does each rank read its own part", 120},
+    {"dp", "overlapping_parts", "partition", "wrong number", "is read by ranks 0 and 1", 120},
+    {"dp", "overlapping_parts", "gradients", "wrong number", "does each rank read its own part", 120},
+    {"dp", "seed_per_rank", "partition", "wrong number", "the parts must be disjoint", 120},
+    {"dp", "seed_ignored", "partition", "wrong number", "of the seed's shuffle", 120},
+    {"dp", "uneven_parts", "partition", "error", "different numbers of steps per epoch", 120},
+    {"dp", "whole_batch", "partition", "wrong number", "examples per step", 120},
+    {"dp", "sum_not_average", "gradients", "wrong number", "not divided by the world size", 120},
+    {"dp", "no_gradients", "gradients", "wrong number", "every gradient of rank 0 is zero", 120},
+    {"dp", "averaged_too_late", "gradients", "wrong number", "differs from rank 0's", 120},
+};
+
+std::string mutants_binary(const std::string& exercise) {
+  return exercise == "dp" ? DTLAB_DP_MUTANTS_BIN : DTLAB_TASK2B_MUTANTS_BIN;
+}
+
+void PrintTo(const Mutant& m, std::ostream* os) { *os << m.exercise << " " << m.name << " caught by " << m.check; }
 
 class GraderMutants : public ::testing::TestWithParam<Mutant> {};
 
 TEST_P(GraderMutants, FailTheCheckThatShouldCatchThem) {
   const Mutant& m = GetParam();
-  const auto dir = dtlab::test::fresh_temp_dir("mutant-" + m.name + "-" + m.check);
+  const auto dir = dtlab::test::fresh_temp_dir("mutant-" + m.exercise + "-" + m.name + "-" + m.check);
   ::setenv("DTLAB_MUTANT", m.name.c_str(), 1);  // the grader's ranks inherit it
   const auto start = std::chrono::steady_clock::now();
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_GRADER_BIN, "check", "task2b", "--only", m.check, "--use-binary",
-       std::string("task2b=") + DTLAB_TASK2B_MUTANTS_BIN, "--results", dir.string(), "--timeout",
+      {DTLAB_GRADER_BIN, "check", m.exercise, "--only", m.check, "--use-binary",
+       m.exercise + "=" + mutants_binary(m.exercise), "--results", dir.string(), "--timeout",
        std::to_string(kTimeout), "--threads", "1"},
       m.max_seconds + 60);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -58,27 +79,32 @@ TEST_P(GraderMutants, FailTheCheckThatShouldCatchThem) {
   const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
   ASSERT_EQ(results.at("tests").size(), 1u) << results.dump(2);
   const auto& t = results.at("tests").at(0);
-  EXPECT_EQ(t.at("extra_data").at("check"), "task2b/" + m.check);
+  EXPECT_EQ(t.at("extra_data").at("check"), m.exercise + "/" + m.check);
   EXPECT_EQ(t.at("score").get<double>(), 0.0);
   EXPECT_EQ(t.at("extra_data").at("outcome"), m.outcome) << t.dump(2);
   EXPECT_NE(t.at("output").get<std::string>().find(m.words), std::string::npos) << t.dump(2);
 }
 
-// The same binary without a mutant passes the same checks: the failures above are the bugs'.
-TEST(GraderMutants, WithoutAMutantTheSameBinaryPasses) {
-  const auto dir = dtlab::test::fresh_temp_dir("mutant-none");
-  const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_GRADER_BIN, "check", "task2b", "--only", "broadcast", "--use-binary",
-       std::string("task2b=") + DTLAB_TASK2B_MUTANTS_BIN, "--results", dir.string(), "--threads", "1"},
-      300);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+// The same binaries without a mutant pass the same checks: the failures above are the bugs'.
+TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
+  for (const auto& [exercise, checks] : {std::pair{std::string("task2b"), "broadcast"},
+                                         std::pair{std::string("dp"), "partition,gradients"}}) {
+    const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
+    const dtlab::ProcessResult r = dtlab::run_process(
+        {DTLAB_GRADER_BIN, "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
+         "--results", dir.string(), "--threads", "1"},
+        300);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Task2b, GraderMutants, ::testing::ValuesIn(kMutants),
-                         [](const ::testing::TestParamInfo<Mutant>& p) {
-                           std::string id = p.param.name + "_" + p.param.check;
-                           for (char& c : id) if (c == '-') c = '_';
-                           return id;
-                         });
+std::string test_name(const ::testing::TestParamInfo<Mutant>& p) {
+  std::string id = p.param.name + "_" + p.param.check;
+  for (char& c : id) if (c == '-') c = '_';
+  return id;
+}
+
+INSTANTIATE_TEST_SUITE_P(Task2b, GraderMutants, ::testing::ValuesIn(kTask2bMutants), test_name);
+INSTANTIATE_TEST_SUITE_P(Dp, GraderMutants, ::testing::ValuesIn(kDpMutants), test_name);
 
 }  // namespace

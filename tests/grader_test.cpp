@@ -111,6 +111,25 @@ TEST(Grader, ReferenceSolutionsScoreFullMarksWithProvenance) {
   EXPECT_TRUE(fs::exists(dir / "report" / "report.html"));
 }
 
+// dp grades against dtlab-gpt2 on the translation fixture: full marks, and the runs the report
+// plots (the weak and strong scaling runs, the epochs of the learning run).
+TEST(Grader, DpReferenceSolutionScoresFullMarks) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grade-dp");
+  std::vector<std::string> args = {"check", "dp", "--solutions", "--results", dir.string()};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  const ProcessResult r = grade(args, 900);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
+  EXPECT_EQ(results.at("score"), results.at("max_score")) << r.output;
+  EXPECT_EQ(results.at("tests").size(), 6u);
+  for (const char* run : {"reference-gpt2-w4", "dp-losses-w4", "dp-learns-w2", "dp-timing-weak-w4",
+                          "dp-timing-strong-w4"}) {
+    EXPECT_TRUE(fs::exists(dir / "runs" / run / "output" / "results.json")) << run;
+  }
+  const ProcessResult report = grade({"report", "--results", dir.string()}, 300);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+}
+
 TEST(Grader, UntouchedSkeletonsScoreZeroAndEveryCheckNamesItsTodo) {
   const fs::path dir = dtlab::test::fresh_temp_dir("grade-skeletons");
   std::vector<std::string> args = {"check", "all", "--results", dir.string()};
@@ -161,7 +180,7 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   const ProcessResult r = grade(args, 900);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   const nlohmann::json results = dtlab::io::read_json_file(dir / "grade" / "results.json");
-  EXPECT_EQ(results.at("tests").size(), 5u) << "task1/steps, task2a/task2b/task3 gradients, task4/model";
+  EXPECT_EQ(results.at("tests").size(), 6u) << "task1/steps, task2a/task2b/task3/dp gradients, task4/model";
   EXPECT_EQ(test_named(results, "task4/model").at("status"), "passed") << r.output;
   const nlohmann::json task1 = test_named(results, "task1/steps");
   EXPECT_EQ(task1.at("extra_data").at("outcome"), "build failed");
@@ -170,6 +189,7 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   EXPECT_EQ(task2a.at("extra_data").at("outcome"), "build failed");
   EXPECT_NE(task2a.at("output").get<std::string>().find("the submission has no " + (submission / "task2a").string() + "/ folder"),
             std::string::npos) << task2a.dump(2);
+  EXPECT_EQ(test_named(results, "dp/gradients").at("extra_data").at("outcome"), "build failed");
 }
 
 // `grader run`: the ranks as local processes, a log per rank, rank 0's output followed.
@@ -183,6 +203,19 @@ TEST(Grader, RunStartsTheRanksWithALogEach) {
   EXPECT_NE(r.output.find("step=2 epoch=1 loss="), std::string::npos) << r.output;  // rank 0, followed
   for (const char* log : {"rank0.log", "rank1.log"}) EXPECT_TRUE(fs::exists(dir / "task2b" / log)) << log;
   EXPECT_TRUE(fs::exists(dir / "task2b" / "output" / "results.json"));
+}
+
+// dp takes the language-model flags: GPT-2 on the translation fixture.
+TEST(Grader, RunStartsTheGpt2ExerciseOnItsOwnFixture) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grader-run-dp");
+  const ProcessResult r = grade({"run", "dp", "--solutions", "--world-size", "2", "--port",
+                                 std::to_string(dtlab::test::free_port()), "--out", dir.string(), "--",
+                                 "--max_steps", "2", "--bleu_examples", "0", "--threads", "1"},
+                                300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gpt2-tiny"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step=2 epoch=1 loss="), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "dp" / "output" / "results.json"));
 }
 
 TEST(Grader, PrintsEveryRanksCommandAndTheLaunchersLines) {

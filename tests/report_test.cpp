@@ -30,7 +30,7 @@ using nlohmann::json;
 
 const fs::path kSample = fs::path(DTLAB_SOURCE_DIR) / "tests" / "data" / "grade-sample";
 const fs::path kPlots = fs::path(DTLAB_SOURCE_DIR) / "plots";
-const std::vector<std::string> kFigures = {"timing", "losses", "traffic", "sweep"};
+const std::vector<std::string> kFigures = {"timing", "losses", "traffic", "sweep", "dp_scaling", "dp_epochs"};
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -79,7 +79,9 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
       {"timing", {"task2a: whole iteration", "task2b: communication", "task3: whole iteration"}},
       {"losses", {"reference (1 rank)", "task2a (4 ranks)", "task2b (4 ranks)", "task3 (4 ranks)"}},
       {"traffic", {"expected", "measured", "156 steps", "×1.00"}},
-      {"sweep", {"6 buckets", "waiting for gradient buckets"}}};
+      {"sweep", {"6 buckets", "waiting for gradient buckets"}},
+      {"dp_scaling", {"batch 8 per rank: real tokens", "global batch 16: with padding", "seconds per epoch"}},
+      {"dp_epochs", {"validation loss", "BLEU", "dp (2 ranks)"}}};
   const std::string md = dtlab::io::read_file(s.markdown);
   for (const std::string& name : kFigures) {
     const fs::path svg = results / "report" / "figures" / (name + ".svg");
@@ -93,11 +95,11 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
     EXPECT_TRUE(fs::is_regular_file(results / "report" / "data" / (name + ".dat"))) << name;
     EXPECT_TRUE(contains(md, "](figures/" + name + ".svg)")) << name;
   }
-  for (int n = 1; n <= 4; ++n) EXPECT_TRUE(contains(md, fmt::format("**Figure {}. ", n))) << n;
+  for (int n = 1; n <= 6; ++n) EXPECT_TRUE(contains(md, fmt::format("**Figure {}. ", n))) << n;
 
-  // The HTML stands alone: the four SVGs pasted in, no XML prologue, no links to the files.
+  // The HTML stands alone: the SVGs pasted in, no XML prologue, no links to the files.
   const std::string html = dtlab::io::read_file(s.html);
-  EXPECT_EQ(count(html, "<svg"), 4u);
+  EXPECT_EQ(count(html, "<svg"), kFigures.size());
   EXPECT_FALSE(contains(html, "<?xml"));
   EXPECT_FALSE(contains(html, "figures/"));
   EXPECT_TRUE(contains(html, "id=\"fig2-gnuplot_canvas\""));  // ids made unique per figure
@@ -122,6 +124,21 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
       traffic["ratio_measured_to_expected"].get<double>());
   EXPECT_TRUE(contains(md, traffic_row)) << traffic_row;
 
+  // The dp table: time per epoch is the mean step times the steps of a rank's part.
+  const json weak = run_results(results, "dp-timing-weak-w2");
+  const double mean = weak["timing"]["mean_seconds"].get<double>();
+  const double steps = std::ceil(weak["config"]["pairs_per_rank"].get<double>() /
+                                 weak["config"]["per_rank_train_batch_size"].get<double>());
+  const std::string dp_row = fmt::format("| weak | 2 | 8 | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {:.0f} |", mean * 1e3,
+                                         weak["timing"]["mean_comm_seconds"].get<double>() * 1e3, mean * steps,
+                                         weak["timing"]["tokens_per_second"].get<double>(),
+                                         weak["timing"]["padded_tokens_per_second"].get<double>());
+  EXPECT_TRUE(contains(md, dp_row)) << dp_row;
+  // Figure 6's caption: each epoch's BLEU, read here from the learning run.
+  for (const json& e : run_results(results, "dp-learns-w2")["epochs"]) {
+    EXPECT_TRUE(contains(md, fmt::format("BLEU {:.1f}", e["eval_bleu"].get<double>()))) << e.dump();
+  }
+
   // Figure 2's caption: the largest |loss - reference| of task2b, computed here from the runs.
   const json ref = run_results(results, "reference-w1")["iterations"];
   const json dp = run_results(results, "task2b-losses-w4")["iterations"];
@@ -140,7 +157,8 @@ TEST(Report, EveryFigureCarriesItsProvenance) {
       p["backend"].get<std::string>(), "seed " + p["seed"].dump(),
       fmt::format("{}: {} cores, {}", p["hostname"].get<std::string>(), p["cores"].get<int>(), p["cpu"].get<std::string>())};
   const std::map<std::string, std::string> ranks = {
-      {"timing", "1, 2, 4 ranks"}, {"losses", "1, 4 ranks"}, {"traffic", "· 4 ranks ·"}, {"sweep", "· 2 ranks ·"}};
+      {"timing", "1, 2, 4 ranks"}, {"losses", "1, 4 ranks"}, {"traffic", "· 4 ranks ·"}, {"sweep", "· 2 ranks ·"},
+      {"dp_scaling", "1, 2, 4 ranks"}, {"dp_epochs", "· 2 ranks ·"}};
   for (const std::string& name : kFigures) {
     const std::string svg = dtlab::io::read_file(results / "report" / "figures" / (name + ".svg"));
     for (const std::string& fact : facts) EXPECT_TRUE(contains(svg, fact)) << name << ": " << fact;
@@ -149,8 +167,8 @@ TEST(Report, EveryFigureCarriesItsProvenance) {
   // And in every caption of both documents.
   for (const fs::path& doc : {s.markdown, s.html}) {
     const std::string text = dtlab::io::read_file(doc);
-    EXPECT_EQ(count(text, "Provenance:"), 4u) << doc;
-    EXPECT_GE(count(text, facts.back()), 4u) << doc;
+    EXPECT_EQ(count(text, "Provenance:"), kFigures.size()) << doc;
+    EXPECT_GE(count(text, facts.back()), kFigures.size()) << doc;
   }
 }
 
@@ -161,7 +179,7 @@ TEST(Report, SaysWhichFigureIsMissingAndWhy) {
   fs::remove_all(results / "runs" / "task4-traffic-w4");
   const ReportSummary s = render(results);
 
-  ASSERT_EQ(s.figures.size(), 2u);
+  ASSERT_EQ(s.figures.size(), kFigures.size() - 2);
   EXPECT_FALSE(fs::exists(results / "report" / "figures" / "timing.svg"));
   EXPECT_FALSE(fs::exists(results / "report" / "figures" / "traffic.svg"));
   const std::string notes = joined(s.notes);
@@ -173,7 +191,7 @@ TEST(Report, SaysWhichFigureIsMissingAndWhy) {
   EXPECT_TRUE(contains(md, "**Figure 3 (Network traffic: expected vs measured) left out:**"));
   EXPECT_FALSE(contains(md, "figures/timing.svg"));
   EXPECT_TRUE(contains(md, "figures/losses.svg"));
-  EXPECT_EQ(count(html, "<svg"), 2u);
+  EXPECT_EQ(count(html, "<svg"), kFigures.size() - 2);
   EXPECT_TRUE(contains(html, "<b>Figure 1 (Time per iteration vs number of ranks) left out:</b>"));
 }
 
@@ -192,7 +210,7 @@ TEST(Report, LeavesOutARunThatDidNotFinishAndSaysSo) {
   EXPECT_TRUE(contains(notes, "run task3-bucket-cap25-w2 (task3, bucket-sweep) did not finish (outcome \"timeout\")"))
       << notes;
   EXPECT_TRUE(contains(notes, (results / "runs" / "task3-bucket-cap0.1-w2" / "results.json").string())) << notes;
-  EXPECT_EQ(s.figures.size(), 4u);  // the sweep is drawn from the caps that remain
+  EXPECT_EQ(s.figures.size(), kFigures.size());  // the sweep is drawn from the caps that remain
   const std::string md = dtlab::io::read_file(s.markdown);
   EXPECT_FALSE(contains(md, "| 25 | 2 | 2 |"));
   EXPECT_TRUE(contains(md, "| 5 | 2 | 2 |"));
@@ -210,7 +228,7 @@ TEST(Report, FindsARunsResultsJsonBesideItsRunJson) {
   fs::rename(run / "output" / "results.json", run / "results.json");
   const ReportSummary s = render(results);
   EXPECT_TRUE(s.notes.empty()) << joined(s.notes);
-  EXPECT_EQ(s.figures.size(), 4u);
+  EXPECT_EQ(s.figures.size(), kFigures.size());
 }
 
 TEST(Report, NoResultsJsonIsAnErrorNamingThePath) {

@@ -147,6 +147,14 @@ TEST(DistributedSampler, PermutationEqualsTorchRandpermWithTheSameSeed) {
   EXPECT_EQ(dtlab::data::shard_indices(options(10, 1, 0, true, 1), 0), seed_one);
 }
 
+// dp's DataPartitioner shuffles with it: the same draw, without the epoch.
+TEST(ShuffledIndices, EqualTorchRandpermWithTheSameSeed) {
+  EXPECT_EQ(dtlab::data::shuffled_indices(10, 0), (Indices{4, 1, 7, 5, 3, 9, 0, 8, 6, 2}));
+  EXPECT_EQ(dtlab::data::shuffled_indices(10, 1), (Indices{5, 6, 1, 2, 0, 8, 9, 3, 7, 4}));
+  EXPECT_TRUE(dtlab::data::shuffled_indices(0, 3).empty());
+  EXPECT_THROW_WITH(dtlab::data::shuffled_indices(-1, 0), dtlab::Error, "must not be negative");
+}
+
 TEST(DistributedSampler, ShardsEqualPyTorchDistributedSampler) {
   // From PyTorch 1.13's DistributedSampler (.venv-golden):
   //   from torch.utils.data import DistributedSampler

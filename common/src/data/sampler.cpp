@@ -18,9 +18,7 @@ std::vector<int64_t> shard_indices(const SamplerOptions& o, int64_t epoch) {
   }
   std::vector<int64_t> order(o.dataset_size);
   if (o.shuffle) {
-    at::Generator generator = at::detail::createCPUGenerator(o.seed + static_cast<uint64_t>(epoch));
-    const torch::Tensor perm = torch::randperm(o.dataset_size, generator, torch::kInt64);
-    std::copy(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + o.dataset_size, order.begin());
+    order = shuffled_indices(o.dataset_size, o.seed + static_cast<uint64_t>(epoch));
   } else {
     for (int64_t i = 0; i < o.dataset_size; ++i) order[i] = i;
   }
@@ -31,6 +29,13 @@ std::vector<int64_t> shard_indices(const SamplerOptions& o, int64_t epoch) {
   shard.reserve(per_rank);
   for (int64_t i = o.rank; i < total; i += o.world_size) shard.push_back(order[i]);
   return shard;
+}
+
+std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed) {
+  if (n < 0) throw Error("shuffled_indices: n must not be negative, got " + std::to_string(n));
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  const torch::Tensor perm = torch::randperm(n, generator, torch::kInt64);
+  return {perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + n};
 }
 
 std::vector<std::vector<int64_t>> minibatches(const std::vector<int64_t>& indices,

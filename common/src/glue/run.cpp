@@ -157,7 +157,8 @@ train::StepFunction choose_step(const GlueOptions& o, const GlueExercise& ex, co
   train::AfterSync dump;
   if (!o.dump_dir.empty()) {
     dump = train::rank_dump_hook(o.dump_dir, o.dump_step, run.rank(), run.world(),
-                                 plan.batch_per_rank * run.world(), plan.sampler);
+                                 plan.batch_per_rank * run.world(),
+                                 data::shard_indices(plan.sampler, 0));
   }
   return train::kit_step(sync, dump);
 }

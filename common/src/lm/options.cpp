@@ -50,9 +50,13 @@ void add_training_flags(CLI::App& app, LmOptions& o) {
   app.add_option("--progress_seconds", o.progress_seconds, "Seconds between progress lines")
       ->capture_default_str();
   app.add_flag("--no_save", o.no_save, "Do not write the trained model to output_dir");
+  app.add_option("--dump_dir", o.dump_dir,
+                 "Grading aid: write each rank's parameters, synchronised gradients and examples "
+                 "at step 1 to DIR/rank<r>.safetensors");
 }
 
 void add_evaluation_flags(CLI::App& app, LmOptions& o) {
+  app.add_flag("--no_eval", o.no_eval, "Skip the evaluation after every epoch (validation loss, BLEU)");
   app.add_option("--eval_batch_size", o.eval_batch_size, "Rows per evaluation and generation batch")
       ->capture_default_str();
   app.add_option("--bleu_examples", o.bleu_examples,
@@ -100,7 +104,12 @@ void add_lm_flags(CLI::App& app, LmOptions& o, bool distributed) {
   add_model_and_data_flags(app, o);
   add_training_flags(app, o);
   add_evaluation_flags(app, o);
-  if (!distributed) return;
+  if (!distributed) {
+    app.add_option("--train_order", o.train_order,
+                   "Grading aid: a JSON array of training-set indices read in this order every "
+                   "epoch instead of a shuffle")->check(CLI::ExistingFile);
+    return;
+  }
   dist::add_launch_flags(app, o.launch);
   app.add_option("--global_batch_size", o.global_batch_size,
                  "Pairs per step over all ranks; each rank takes global / world_size "

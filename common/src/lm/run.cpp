@@ -5,15 +5,20 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
+#include <set>
 
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
+#include "dtlab/dist/broadcast_state.h"
+#include "dtlab/io/json_file.h"
 #include "dtlab/lm/dataset.h"
 #include "dtlab/lm/evaluate.h"
 #include "dtlab/lm/loss.h"
 #include "dtlab/lm/model.h"
 #include "dtlab/report/results.h"
 #include "dtlab/train/loop.h"
+#include "dtlab/train/rank_dump.h"
 #include "dtlab/train/runtime.h"
 
 namespace fs = std::filesystem;
@@ -62,6 +67,7 @@ struct LmData {
 LmData read_data(const LmOptions& o, const tokenizer::Gpt2Tokenizer& tokenizer, const LmTokenIds& ids) {
   LmData d;
   d.train = encode_pairs(data::read_translation_split(o.data_dir, "train"), tokenizer, ids, o.max_length);
+  if (o.no_eval) return d;
   d.validation = encode_pairs(data::read_translation_split(o.data_dir, "validation"), tokenizer, ids,
                               o.max_length);
   if (o.bleu_examples != 0) {
@@ -73,8 +79,8 @@ LmData read_data(const LmOptions& o, const tokenizer::Gpt2Tokenizer& tokenizer, 
   return d;
 }
 
-// The model on every rank, then the gradient synchronisation, which brings every rank to rank
-// 0's weights.
+// The model on every rank and how its gradients travel. A data-parallel run starts every rank
+// from rank 0's weights (the kit's part: ranks that drew different ones would never agree).
 std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExercise& ex,
                                                  train::Run& run, const tokenizer::Gpt2Tokenizer& tokenizer,
                                                  const LmTokenIds& ids, LmTrainState& state,
@@ -83,11 +89,101 @@ std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExe
   state.module = state.model.ptr();
   // Data parallel: the loss of each rank is its share of the union's (Note [Data-parallel loss]).
   state.loss = translation_loss(state.model, ex.data_parallel ? run.group.get() : nullptr);
-  std::unique_ptr<train::GradientSync> sync =
-      ex.data_parallel ? ex.data_parallel->synchronise(state.module, *run.group, o) : train::no_sync();
-  if (!sync) throw Error(ex.name + ": the gradient synchronisation was not set up");
+  std::unique_ptr<train::GradientSync> sync = train::no_sync();
+  if (ex.data_parallel) {
+    dist::broadcast_module_state(*state.module, *run.group);
+    sync = train::sync_after_backward(ex.data_parallel->average_gradients, *state.module, *run.group,
+                                      "average_gradients");
+  }
   torch::manual_seed(o.seed);  // dropout draws the same on every rank
   return sync;
+}
+
+// A view of the training set through a list of its indices (--train_order).
+class OrderedExamples final : public train::Dataset {
+ public:
+  OrderedExamples(const train::Dataset& all, std::vector<int64_t> order) : all_(all), order_(std::move(order)) {}
+  int64_t size() const override { return static_cast<int64_t>(order_.size()); }
+  data::Batch batch(const std::vector<int64_t>& rows) const override {
+    std::vector<int64_t> examples;
+    for (int64_t row : rows) examples.push_back(order_.at(static_cast<size_t>(row)));
+    return all_.batch(examples);
+  }
+
+ private:
+  const train::Dataset& all_;
+  std::vector<int64_t> order_;
+};
+
+std::vector<int64_t> read_train_order(const std::string& path, int64_t dataset_size) {
+  const nlohmann::json j = io::read_json_file(path);
+  if (!j.is_array() || j.empty()) {
+    throw Error("--train_order " + path + ": expected a non-empty JSON array of training-set indices");
+  }
+  std::vector<int64_t> order;
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_number_integer() || j[i].get<int64_t>() < 0 || j[i].get<int64_t>() >= dataset_size) {
+      throw Error(fmt::format("--train_order {}: entry {} is {}, not an index of the {} training pairs", path, i,
+                              j[i].dump(), dataset_size));
+    }
+    order.push_back(j[i].get<int64_t>());
+  }
+  return order;
+}
+
+// What this rank reads: a data-parallel exercise's share, read in order; with --train_order
+// that order of the whole set; otherwise the whole set, shuffled afresh every epoch.
+struct Reading {
+  RankShare share;
+  bool shuffle = false;
+};
+
+// Every rank must take the same number of steps in an epoch: a rank with one more would wait at
+// its last all_reduce for ranks that have moved on. One all_reduce before the first step makes
+// uneven shares an error that names the ranks instead of a hang.
+void check_equal_steps(train::Run& run, const RankShare& share) {
+  const int world = run.world();
+  torch::Tensor t = torch::zeros({2, world}, torch::kFloat64);
+  t[0][run.rank()] = static_cast<double>(share.data->size());
+  t[1][run.rank()] = static_cast<double>(share.batch_size);
+  run.group->all_reduce(t, dist::ReduceOp::SUM, "partition sizes");
+  std::string ranks;
+  std::set<int64_t> steps;
+  for (int r = 0; r < world; ++r) {
+    const auto size = static_cast<int64_t>(t[0][r].item<double>());
+    const auto batch = static_cast<int64_t>(t[1][r].item<double>());
+    const int64_t n = batch > 0 ? (size + batch - 1) / batch : -1;
+    steps.insert(n);
+    ranks += fmt::format("{}rank {}: {} examples, {} per step: {} steps", r ? "; " : "", r, size, batch, n);
+  }
+  if (steps.size() > 1 || *steps.begin() <= 0) {
+    throw Error(fmt::format("the ranks' partitions give different numbers of steps per epoch (or none): a rank "
+                            "with more steps would wait for ever at an all_reduce the others never call. "
+                            "partition_dataset must give every rank an equal part (fraction 1 / world size) "
+                            "and batch_size / world_size examples per step. {}", ranks));
+  }
+}
+
+Reading rank_reading(const LmOptions& o, const LmExercise& ex, train::Run& run, const train::Dataset& all) {
+  if (ex.data_parallel) {
+    const int64_t global = batch_per_rank(o, run.world()) * run.world();
+    RankShare share = ex.data_parallel->partition(all, *run.group, global, o.seed);
+    if (!share.data || static_cast<int64_t>(share.indices.size()) != share.data->size()) {
+      throw Error(ex.name + ": the kit's partition hand-over is inconsistent (a bug of the kit)");
+    }
+    check_equal_steps(run, share);
+    return {std::move(share), false};
+  }
+  if (!o.train_order.empty()) {
+    std::vector<int64_t> order = read_train_order(o.train_order, all.size());
+    auto view = std::make_shared<OrderedExamples>(all, order);
+    return {{std::move(view), std::move(order), o.per_device_batch_size}, false};
+  }
+  std::vector<int64_t> identity(static_cast<size_t>(all.size()));
+  std::iota(identity.begin(), identity.end(), 0);
+  // Not owned: `all` outlives the reading.
+  std::shared_ptr<const train::Dataset> whole(&all, [](const train::Dataset*) {});
+  return {{std::move(whole), std::move(identity), o.per_device_batch_size}, true};
 }
 
 void add_optimizer(train::TrainState& state, const LmOptions& o, int64_t total_steps) {
@@ -106,7 +202,7 @@ void print_samples(const std::vector<Translation>& translations, int samples) {
 
 void print_banner(const LmOptions& o, const train::Run& run, const LmTrainState& state,
                   const train::LoopPlan& plan, const tokenizer::Gpt2Tokenizer& tokenizer,
-                  const LmData& d, const std::string& load_notice) {
+                  const LmData& d, int64_t rank_examples, const std::string& load_notice) {
   const model::Gpt2Config& c = state.model->config();
   const int world = run.world();
   fmt::print("dtlab {}\n", run.name);
@@ -115,15 +211,20 @@ void print_banner(const LmOptions& o, const train::Run& run, const LmTrainState&
              c.n_layer, c.n_embd, c.n_head, c.vocab_size, c.n_positions,
              count_parameters(*state.model) / 1e6);
   fmt::print("  tokenizer   {} ({} tokens)\n", tokenizer_folder(o), tokenizer.vocab_size());
-  fmt::print("  data        {}: {} train, {} validation pairs ({} train rows cut at max_length {}), "
-             "BLEU on {} test pairs\n", o.data_dir, d.train.size(), d.validation.size(),
-             d.train.truncated, o.max_length, d.test.size());
+  fmt::print("  data        {}: {} train pairs ({} rows cut at max_length {}); {}\n", o.data_dir, d.train.size(),
+             d.train.truncated, o.max_length,
+             o.no_eval ? std::string("no evaluation (--no_eval)")
+                       : fmt::format("{} validation pairs, BLEU on {} test pairs", d.validation.size(), d.test.size()));
   fmt::print("  training    batch {} x {} rank{} = {}, {} epochs, {} steps, AdamW lr {:g} wd {:g}, "
              "warmup {}, clip {:g}, dropout {}\n",
              plan.batch_per_rank, world, world == 1 ? "" : "s", plan.batch_per_rank * world,
              plan.epochs, plan.total_steps, o.learning_rate, o.weight_decay, o.warmup_steps,
              o.max_grad_norm, o.dropout ? fmt::format("{:g}", *o.dropout) : "from the config");
-  if (run.group) fmt::print("  ranks       {}\n", run.describe_ranks());
+  if (run.group) {
+    fmt::print("  ranks       {}\n", run.describe_ranks());
+    fmt::print("  partition   rank 0 reads {} of the {} training pairs, in the same order every epoch\n",
+               rank_examples, d.train.size());
+  }
   fmt::print("  runtime     {}\n", train::describe_runtime());
   std::fputs(load_notice.c_str(), stdout);
   std::fflush(stdout);
@@ -150,11 +251,14 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   model::LoadReport load_report;
   const std::unique_ptr<train::GradientSync> sync = build_model(o, ex, run, tokenizer, ids, state, load_report);
 
+  const LmDataset all(d.train);
+  const Reading reading = rank_reading(o, ex, run, all);
+  const RankShare& share = reading.share;
   train::LoopPlan plan;
-  plan.batch_per_rank = batch_per_rank(o, run.world());
-  plan.sampler = ex.data_parallel ? ex.data_parallel->make_sampler(d.train.size(), *run.group, o.seed)
-                                  : data::SamplerOptions{d.train.size(), 1, 0, /*shuffle=*/true, o.seed};
-  train::plan_steps(plan, d.train.size(), run.world(), o.num_epochs, o.max_steps);
+  plan.batch_per_rank = share.batch_size;
+  plan.sampler = {share.data->size(), 1, 0, reading.shuffle, o.seed};
+  train::plan_steps(plan, share.data->size(), 1, o.num_epochs, o.max_steps);
+  plan.evaluate = !o.no_eval;
   plan.log_first_steps = o.log_first_steps;
   plan.progress_seconds = o.progress_seconds;
   add_optimizer(state, o, plan.total_steps);
@@ -167,13 +271,23 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     return r;
   };
 
-  report::Results results(ex.name, options_json(o, plan.batch_per_rank, run.world()), run.environment());
+  nlohmann::json config = options_json(o, plan.batch_per_rank, run.world());
+  config["train_pairs"] = d.train.size();
+  config["pairs_per_rank"] = share.data->size();  // rank 0's part (data parallel), else the whole set
+  report::Results results(ex.name, std::move(config), run.environment());
   const fs::path results_path = fs::path(o.output_dir) / "results.json";
   if (run.lead()) {
     const std::string notice = o.model_config.empty() ? load_report.describe(o.model_name_or_path) : "";
-    print_banner(o, run, state, plan, tokenizer, d, notice);
+    print_banner(o, run, state, plan, tokenizer, d, share.data->size(), notice);
   }
-  train::train_loop(run, state, LmDataset(d.train), plan, train::kit_step(*sync),
+  train::AfterSync dump;
+  if (!o.dump_dir.empty()) {
+    std::vector<int64_t> epoch1 = data::shard_indices(plan.sampler, 0);
+    for (int64_t& row : epoch1) row = share.indices.at(static_cast<size_t>(row));
+    dump = train::rank_dump_hook(o.dump_dir, 1, run.rank(), run.world(), plan.batch_per_rank * run.world(),
+                                 std::move(epoch1), share.indices);
+  }
+  train::train_loop(run, state, *share.data, plan, train::kit_step(*sync, dump),
                     [](train::TrainState& s, int) { return s.evaluate(); }, results, results_path);
   if (run.lead()) {
     results.save(results_path);

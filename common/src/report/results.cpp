@@ -15,7 +15,7 @@ nlohmann::json Results::to_json() const {
   for (const IterationRecord& r : iterations_) {
     iterations.push_back({{"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss},
                           {"seconds", r.seconds}, {"comm_seconds", r.comm_seconds}, {"lr", r.lr}, {"examples", r.examples},
-                          {"tokens", r.tokens}});
+                          {"tokens", r.tokens}, {"padded_tokens", r.padded_tokens}});
     seconds.push_back(r.seconds);
   }
   nlohmann::json epochs = nlohmann::json::array();
@@ -29,10 +29,11 @@ nlohmann::json Results::to_json() const {
   }
   const TimingSummary t = summarize(seconds);
   // Throughput over the same iterations as the mean time.
-  double examples = 0, tokens = 0, comm = 0;
+  double examples = 0, tokens = 0, padded = 0, comm = 0;
   for (size_t i = kDiscardedIterations; i < kDiscardedIterations + t.count; ++i) {
     examples += double(iterations_[i].examples);
     tokens += double(iterations_[i].tokens);
+    padded += double(iterations_[i].padded_tokens);
     comm += iterations_[i].comm_seconds;
   }
   const double timed = t.mean * double(t.count);
@@ -44,7 +45,8 @@ nlohmann::json Results::to_json() const {
                            {"max_seconds", t.max},
                            {"mean_comm_seconds", t.count ? comm / double(t.count) : 0.0},
                            {"examples_per_second", timed > 0 ? examples / timed : 0.0},
-                           {"tokens_per_second", timed > 0 ? tokens / timed : 0.0}};
+                           {"tokens_per_second", timed > 0 ? tokens / timed : 0.0},
+                           {"padded_tokens_per_second", timed > 0 ? padded / timed : 0.0}};
   nlohmann::json j = {{"schema", "dtlab.results/1"}, {"exercise", exercise_}, {"config", config_},
                       {"environment", environment_}, {"iterations", iterations}, {"epochs", epochs},
                       {"timing", timing}};

@@ -26,6 +26,27 @@ void average_over_ranks(Run& run, std::vector<double>& values, const std::string
   for (size_t i = 0; i < values.size(); ++i) values[i] = t[static_cast<int64_t>(i)].item<double>();
 }
 
+// Examples, real tokens and padded tokens of each step, summed over the ranks: minibatches of
+// translation pairs differ in length from rank to rank, so rank 0's count times the world size
+// would be a guess.
+void sum_over_ranks(Run& run, std::vector<report::IterationRecord>& records) {
+  if (!run.group || records.empty()) return;
+  torch::Tensor t = torch::empty({static_cast<int64_t>(records.size()), 3}, torch::kFloat64);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const auto row = static_cast<int64_t>(i);
+    t[row][0] = static_cast<double>(records[i].examples);
+    t[row][1] = static_cast<double>(records[i].tokens);
+    t[row][2] = static_cast<double>(records[i].padded_tokens);
+  }
+  run.group->all_reduce(t, dist::ReduceOp::SUM, "tokens");
+  const auto sums = t.accessor<double, 2>();
+  for (size_t i = 0; i < records.size(); ++i) {
+    records[i].examples = static_cast<int64_t>(sums[static_cast<int64_t>(i)][0]);
+    records[i].tokens = static_cast<int64_t>(sums[static_cast<int64_t>(i)][1]);
+    records[i].padded_tokens = static_cast<int64_t>(sums[static_cast<int64_t>(i)][2]);
+  }
+}
+
 void print_first_step(Run& run, const report::IterationRecord& r) {
   float loss = static_cast<float>(r.loss);
   if (run.group) {  // print the loss of the global batch: the mean over ranks
@@ -78,7 +99,6 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
                 const StepFunction& step, const AfterEpoch& after_epoch, report::Results& results,
                 const std::filesystem::path& results_path) {
   if (plan.evaluate && !after_epoch) throw Error("train_loop: plan.evaluate is set but no after_epoch was given");
-  const int world = run.world();
   int64_t steps = 0;
   report::Stopwatch since_start, since_progress;
   for (int epoch = 1; epoch <= plan.epochs && steps < plan.total_steps; ++epoch) {
@@ -97,8 +117,9 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
         throw Error(fmt::format("rank {}: the loss is {} at step {}: lower --learning_rate or "
                                 "check the data", run.rank(), r.loss, steps));
       }
-      records.push_back({steps, epoch, r.loss, seconds, lr, batch.size() * world,
-                         batch.real_tokens() * world, r.comm_seconds});
+      // This rank's counts; summed over the ranks at the end of the epoch.
+      records.push_back({steps, epoch, r.loss, seconds, lr, batch.size(), batch.real_tokens(),
+                         batch.input_ids.numel(), r.comm_seconds});
       if (steps <= plan.log_first_steps) {
         print_first_step(run, records.back());
       } else if (run.lead() && since_progress.seconds() >= plan.progress_seconds) {
@@ -115,6 +136,7 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
     std::vector<double> losses;
     for (const auto& rec : records) losses.push_back(rec.loss);
     average_over_ranks(run, losses, "loss");
+    sum_over_ranks(run, records);
     double loss_sum = 0;
     for (size_t i = 0; i < records.size(); ++i) {
       records[i].loss = losses[i];

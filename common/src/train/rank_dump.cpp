@@ -28,11 +28,15 @@ void write_rank_dump(const std::filesystem::path& dir, const torch::nn::Module& 
 }
 
 AfterSync rank_dump_hook(std::filesystem::path dir, int dump_step, int rank, int world,
-                         int64_t global_batch_size, data::SamplerOptions sampler) {
+                         int64_t global_batch_size, std::vector<int64_t> shard,
+                         std::vector<int64_t> example_of_row) {
   return [=](const StepInput& input, const torch::nn::Module& model) {
     if (input.step != dump_step) return;
-    write_rank_dump(dir, model,
-                    {rank, world, dump_step, global_batch_size, data::shard_indices(sampler, 0), *input.rows});
+    std::vector<int64_t> batch = *input.rows;
+    if (!example_of_row.empty()) {
+      for (int64_t& row : batch) row = example_of_row.at(static_cast<size_t>(row));
+    }
+    write_rank_dump(dir, model, {rank, world, dump_step, global_batch_size, shard, batch});
   };
 }
 

@@ -22,6 +22,10 @@ struct SamplerOptions {
 // is run_glue's RandomSampler. Invalid options are a dtlab::Error.
 std::vector<int64_t> shard_indices(const SamplerOptions& options, int64_t epoch);
 
+// 0..n-1 in a random order drawn from seed: the permutation torch.randperm(n) draws from a
+// generator seeded with seed. The same seed gives the same order on every rank and every run.
+std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed);
+
 // Splits indices into consecutive minibatches of batch_size; the last one may be smaller.
 std::vector<std::vector<int64_t>> minibatches(const std::vector<int64_t>& indices,
                                               int64_t batch_size);

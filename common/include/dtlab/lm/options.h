@@ -34,6 +34,7 @@ struct LmOptions {
   int threads = 0;               // 0: the cores available to this process
   double max_grad_norm = 1.0;    // <= 0 turns clipping off
   std::optional<double> dropout;  // overrides every dropout probability of the config
+  bool no_eval = false;          // skip the evaluation after every epoch
   int64_t eval_batch_size = 64;
   int64_t bleu_examples = -1;    // test pairs translated per evaluation: -1 all, 0 no BLEU
   int64_t max_new_tokens = 64;   // per translation
@@ -41,6 +42,12 @@ struct LmOptions {
   int log_first_steps = 5;       // print the loss of each of the first N minibatches
   double progress_seconds = 10;  // then a progress line at most this often
   bool no_save = false;          // skip writing the trained model to output_dir
+  // Grading aids: every rank's parameters, synchronised gradients and examples at step 1
+  // (train/rank_dump.h); one process only, the training set's examples in this order every
+  // epoch instead of a fresh shuffle (a JSON array of indices: the union of the data-parallel
+  // ranks' minibatches, in step order).
+  std::string dump_dir;
+  std::string train_order;
 
   // Data-parallel exercises only.
   dist::LaunchFlags launch;

@@ -9,12 +9,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "dtlab/data/sampler.h"
 #include "dtlab/dist/group.h"
 #include "dtlab/lm/options.h"
 #include "dtlab/model/gpt2.h"
 #include "dtlab/train/gradient_sync.h"
+#include "dtlab/train/loop.h"
 #include "dtlab/train/run.h"
 #include "dtlab/train/train_state.h"
 
@@ -26,17 +27,22 @@ struct LmTrainState : train::TrainState {
   model::Gpt2LMHeadModel model{nullptr};
 };
 
-// How a data-parallel exercise synchronises gradients, made once the model is built. It also
-// brings every rank to rank 0's weights.
-using SyncFactory = std::function<std::unique_ptr<train::GradientSync>(
-    std::shared_ptr<torch::nn::Module>, dist::Group&, const LmOptions&)>;
+// This rank's share of the training set, as a data-parallel exercise hands it to the loop: the
+// examples it reads, in order, every epoch; their indices in the whole data set (the grader's
+// rank dump records them); and how many make one step.
+struct RankShare {
+  std::shared_ptr<const train::Dataset> data;
+  std::vector<int64_t> indices;  // indices[i]: the data set index of data's example i
+  int64_t batch_size = 1;
+};
 
-// What a data-parallel exercise brings: joining the ranks, this rank's examples (data set size,
-// group, seed), and the gradient synchronisation.
+// What a data-parallel exercise brings: joining the ranks; this rank's share of the whole
+// training set (all of it, the group, the global batch, the seed); the gradient averaging,
+// called after every backward. The kit itself copies rank 0's weights to every rank.
 struct DataParallelParts {
   train::SetupFunction setup;
-  std::function<data::SamplerOptions(int64_t, const dist::Group&, uint64_t)> make_sampler;
-  SyncFactory synchronise;
+  std::function<RankShare(const train::Dataset&, const dist::Group&, int64_t, uint64_t)> partition;
+  train::SyncFunction average_gradients;
 };
 
 struct LmExercise {

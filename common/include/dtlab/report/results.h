@@ -5,11 +5,13 @@
 // Schema "dtlab.results/1":
 //   {"schema", "exercise", "config": {...}, "environment": {...},
 //    "iterations": [{"step", "epoch", "loss", "seconds", "comm_seconds", "lr", "examples",
-//                    "tokens"}],
+//                    "tokens", "padded_tokens"}],
 //    "epochs": [{"epoch", "train_loss", "eval_accuracy", "eval_loss", "eval_examples", "seconds",
 //                "eval_<metric>"...}],
 //    "timing": {"count", "discarded", "mean_seconds", "stdev_seconds", "min_seconds",
-//               "max_seconds", "examples_per_second", "tokens_per_second"}}
+//               "max_seconds", "examples_per_second", "tokens_per_second",
+//               "padded_tokens_per_second"}}
+// Examples and tokens are summed over all ranks.
 #pragma once
 
 #include <filesystem>
@@ -30,6 +32,7 @@ struct IterationRecord {
   double lr = 0;
   int64_t examples = 0;
   int64_t tokens = 0;  // non-padding tokens
+  int64_t padded_tokens = 0;  // tokens computed on, padding included (rows x columns)
   double comm_seconds = 0;  // of `seconds`, waiting for gradient synchronisation
 };
 

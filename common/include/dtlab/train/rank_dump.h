@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "dtlab/data/sampler.h"
 #include "dtlab/io/safetensors.h"
 #include "dtlab/train/step.h"
 
@@ -36,8 +35,11 @@ void write_rank_dump(const std::filesystem::path& dir, const torch::nn::Module& 
                      const RankDump& info);
 
 // The dump as the step's "gradients are synchronised" hook (train/step.h): at step dump_step it
-// writes this rank's file, with the epoch-1 shard that `sampler` gives it.
+// writes this rank's file with `shard`, the data set examples it reads in epoch 1. The loop's
+// rows index the data set the loop reads; when that is a view of the data set (a partition),
+// example_of_row[row] is the data set index of row, and empty means the rows are the indices.
 AfterSync rank_dump_hook(std::filesystem::path dir, int dump_step, int rank, int world,
-                         int64_t global_batch_size, data::SamplerOptions sampler);
+                         int64_t global_batch_size, std::vector<int64_t> shard,
+                         std::vector<int64_t> example_of_row = {});
 
 }  // namespace dtlab::train
