@@ -5,9 +5,10 @@
 // s/iter, tokens/s summed over ranks and the share of the step spent in average_gradients.
 //
 // The ranks are the real binary's processes on loopback, as a student starts them. The data:
-// the translation fixture's pairs joined six at a time, so that every row fills max_length 128
-// (the fixture's own rows are about 30 tokens); a tokenizer trained on them (gpt2_fixtures.h);
-// random weights of the named shape. A handful of validation rows keeps the one evaluation at the
+// the translation fixture's pairs joined six at a time, so that rows fill max_length 128 (the
+// fixture's own rows are about 30 tokens); the tokenizer gpt2_fixtures.h trains on them (its
+// vocabulary, about 1,500 tokens, is the dp exercise's, not GPT-2's 50,257: the LM head is
+// correspondingly smaller); random weights of the named shape. A handful of validation rows keeps the one evaluation at the
 // end short. On one machine the ranks share its cores: the table shows what data parallelism
 // costs here, not how it scales on a cluster.
 #include <CLI/CLI.hpp>
@@ -112,9 +113,11 @@ int run(const Options& o) {
   }
   const fs::path dir = o.scratch.empty() ? fs::temp_directory_path() / "dtlab-bench-dp-gpt2" : o.scratch;
   make_data(dir);
-  fmt::print("bench_dp_gpt2: dp-solution, rows of {} tokens, {} iterations per run (the first discarded); "
-             "{} cores on this machine, shared by all ranks, loopback\n",
-             o.seq, o.iterations, std::thread::hardware_concurrency());
+  fmt::print("bench_dp_gpt2: dp-solution, rows of {} tokens, the fixture tokenizer's vocabulary of {} (as the dp "
+             "exercise trains), {} iterations per run (the first discarded); {} cores on this machine, shared by "
+             "all ranks, loopback\n",
+             o.seq, io::read_json_file(dir / "tokenizer" / "config.json").at("vocab_size").get<int64_t>(),
+             o.iterations, std::thread::hardware_concurrency());
   fmt::print("{:<10} {:<7} {:>5} {:>10} {:>9} {:>16} {:>14} {:>12}\n", "model", "scaling", "ranks", "batch/rank",
              "s/iter", "tokens/s (all)", "with padding", "in average_gradients");
   nlohmann::json rows = nlohmann::json::array();

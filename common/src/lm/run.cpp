@@ -168,8 +168,10 @@ Reading rank_reading(const LmOptions& o, const LmExercise& ex, train::Run& run, 
   if (ex.data_parallel) {
     const int64_t global = batch_per_rank(o, run.world()) * run.world();
     RankShare share = ex.data_parallel->partition(all, *run.group, global, o.seed);
-    if (!share.data || static_cast<int64_t>(share.indices.size()) != share.data->size()) {
-      throw Error(ex.name + ": the kit's partition hand-over is inconsistent (a bug of the kit)");
+    if (!share.data) throw Error(ex.name + ": the partition holds no data set (a bug of the driver)");
+    if (static_cast<int64_t>(share.indices.size()) != share.data->size()) {
+      throw Error(fmt::format("rank {}: the partition holds {} indices but its size() is {}: a partition has as "
+                              "many examples as indices", run.rank(), share.indices.size(), share.data->size()));
     }
     check_equal_steps(run, share);
     return {std::move(share), false};
