@@ -40,22 +40,24 @@ GRADER    = $(BUILD)/grader/grader
 GRADE     ?= $(OUT)/grade
 GRADE_ARGS ?=
 # The demo grades the reference solutions; in a student release (no solutions/) your own code.
-DEMO_WHAT := $(if $(wildcard solutions),--solutions,)
+HAVE_SOLUTIONS := $(wildcard solutions)
+DEMO_WHAT := $(if $(HAVE_SOLUTIONS),--solutions,)
+comma := ,
 
 .PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo gpt2-real \
         bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
         $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%)
 
 help:
-	@echo "make demo            build, grade the reference solutions with 4 local ranks, render the report"
-	@echo "make check-task2b    grade YOUR tasks/task2b (also check-task1 ... check-task4); make check: all"
+	@echo "make demo            build, grade $(if $(HAVE_SOLUTIONS),the reference solutions,YOUR exercises) with 4 local ranks, render the report"
+	@echo "make check-task2b    grade YOUR tasks/task2b (also check-task1 ... check-task4, check-dp); make check: all"
 	@echo "make report          render the figures and report of the last grading ($(GRADE)/report)"
-	@echo "make release OUT_KIT=DIR  write the student kit (no solutions) to DIR (instructors)"
+	$(if $(HAVE_SOLUTIONS),@echo "make release OUT_KIT=DIR  write the student kit (no solutions) to DIR (instructors)")
 	@echo "make test            build and run every test (ctest)"
 	@echo "make task1           build and run YOUR task 1 (tasks/task1) on the fixtures"
-	@echo "make task1-solution  the same with the reference solution"
+	$(if $(HAVE_SOLUTIONS),@echo "make task1-solution  the same with the reference solution")
 	@echo "make test-task1      the tests of task 1 only (ctest -L task1)"
-	@echo "make task2a          YOUR task 2a on WORLD=4 local ranks (also task2b task3 task4, and -solution)"
+	@echo "make task2a          YOUR task 2a on WORLD=4 local ranks (also task2b task3 task4$(if $(HAVE_SOLUTIONS),$(comma) and -solution))"
 	@echo "make test-task2a     the tests of task 2a (also test-task2b test-task3 test-task4)"
 	@echo "make dp              YOUR GPT-2 data parallel (tasks/dp) on WORLD=4 local ranks; DP_MODEL=gpt2 for GPT-2 small's shape"
 	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"

@@ -49,6 +49,15 @@ const Run* kit_run(Runner& runner, const RunRequest& request, Verdict* failure) 
   return &ref;
 }
 
+std::optional<std::vector<io::TensorMap>> start_dumps(const Run& run, int world, Verdict* failure) {
+  try {
+    return load_dumps(run.dump_dir, world, train::DumpPoint::kBeforeStep);
+  } catch (const Error& e) {
+    *failure = run.failure ? *run.failure : Verdict{Status::kError, e.what()};
+    return std::nullopt;
+  }
+}
+
 namespace {
 
 std::string show_losses(const std::vector<double>& got, const std::vector<double>& want, size_t n) {

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "dtlab/io/safetensors.h"
 #include "exercises.h"
 #include "outcome.h"
 #include "runs.h"
@@ -46,10 +48,18 @@ std::vector<CheckSpec> data_parallel_checks(const std::string& exercise, bool dd
 std::vector<CheckSpec> traffic_checks(const std::string& exercise);
 std::vector<CheckSpec> lm_data_parallel_checks(const std::string& exercise);
 
+// Note [Fair evidence]: one run serves several checks, and a check must fail for its own reason.
+// A check of what each rank reads (the sampler, dp's partition) or starts from (the initial
+// broadcast) grades the files the ranks write before step 1 (train/rank_dump.h), so a run whose
+// synchronisation breaks later fails the synchronisation's checks (gradients, losses), not these.
+// Only when those files are missing does the run's failure become such a check's verdict.
+//
 // Shared by the checks of every kind:
+// the rank<r>.start dumps of a run, or nullptr and the verdict to give (the run's failure);
 // the kit's own run (a reference), or nullptr and a verdict that says the kit, not the student,
 // failed;
 const Run* kit_run(Runner& runner, const RunRequest& request, Verdict* failure);
+std::optional<std::vector<io::TensorMap>> start_dumps(const Run& run, int world, Verdict* failure);
 // the per-iteration losses of `run` against the reference's over the first n steps, within
 // kLossTolerance; the hints say what to look at when step 1 differs and when a later one does.
 Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string& what,

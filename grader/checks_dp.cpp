@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <torch/types.h>
@@ -155,9 +156,13 @@ struct Shards {
   std::vector<int64_t> batches;
 };
 
-Shards read_shards(const Run& run, int world) {
+// From the files written before step 1 (Note [Fair evidence]): the partition is graded even when
+// the averaging breaks the run afterwards.
+std::optional<Shards> read_shards(const Run& run, int world, Verdict* failure) {
+  const auto dumps = start_dumps(run, world, failure);
+  if (!dumps) return std::nullopt;
   Shards s;
-  for (const io::TensorMap& dump : load_dumps(run.dump_dir, world)) {
+  for (const io::TensorMap& dump : *dumps) {
     s.shards.push_back(as_vector(dump.at("shard")));
     s.batches.push_back(dump.at("batch").numel());
   }
@@ -177,8 +182,10 @@ Verdict partition(Runner& runner, const std::string& e) {
   const int64_t n = train_examples(runner);
   // One step is enough: the parts are dumped at step 1.
   const Run& run = runner.run(dp_request(e, kWorld, "partition", 1, kSeed));
-  if (run.failure) return *run.failure;
-  const Shards got = read_shards(run, kWorld);
+  Verdict failure;
+  const std::optional<Shards> first_run = read_shards(run, kWorld, &failure);
+  if (!first_run) return failure;
+  const Shards& got = *first_run;
   const std::string what = fmt::format("{} at {} ranks", e, kWorld);
   if (std::string wrong = partition_properties(got.shards, got.batches, n); !wrong.empty()) {
     return {Status::kWrongNumber, what + ": " + wrong};
@@ -194,8 +201,9 @@ Verdict partition(Runner& runner, const std::string& e) {
                         first(want[static_cast<size_t>(r)]))};
   }
   const Run& other = runner.run(dp_request(e, kWorld, "partition", 1, kOtherSeed));
-  if (other.failure) return *other.failure;
-  const Shards again = read_shards(other, kWorld);
+  const std::optional<Shards> second_run = read_shards(other, kWorld, &failure);
+  if (!second_run) return failure;
+  const Shards& again = *second_run;
   if (again.shards == got.shards) {
     return {Status::kWrongNumber,
             fmt::format("{}: --seed {} gives the same parts as --seed {}: the seed passed to partition_dataset must "

@@ -118,8 +118,10 @@ Verdict losses_at(Runner& runner, const std::string& exercise, int world) {
 Verdict sampler_shards(Runner& runner, const std::string& exercise) {
   constexpr int kWorld = 4;
   const Run& run = runner.run(losses_request(exercise, kWorld));
-  if (run.failure) return *run.failure;
-  const auto dumps = load_dumps(run.dump_dir, kWorld);
+  Verdict failure;
+  const auto start = start_dumps(run, kWorld, &failure);  // Note [Fair evidence]
+  if (!start) return failure;
+  const auto& dumps = *start;
   const int64_t per_rank = (kTrainExamples + kWorld - 1) / kWorld;  // DistributedSampler pads
   std::map<int64_t, std::vector<int>> readers;
   for (int r = 0; r < kWorld; ++r) {
@@ -229,8 +231,9 @@ Verdict initial_broadcast(Runner& runner, const std::string& exercise) {
   std::vector<std::string> flags = equivalence_flags(exercise, 1);
   flags.push_back("--init_seed_per_rank");
   const Run& run = runner.run({exercise + "-broadcast-w2", exercise, "broadcast", kWorld, flags, true});
-  if (run.failure) return *run.failure;
-  const auto dumps = load_dumps(run.dump_dir, kWorld);
+  const auto start = start_dumps(run, kWorld, &failure);  // Note [Fair evidence]
+  if (!start) return failure;
+  const auto& dumps = *start;
   const auto initial = load_dumps(ref->dump_dir, 1).at(0);
   const std::string where = grader::exercise(exercise).kind == "ddp" ? "wrap_model (DistributedDataParallel broadcasts when it wraps)"
                                                 : "broadcast_parameters";

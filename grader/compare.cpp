@@ -11,10 +11,10 @@
 
 namespace dtlab::grader {
 
-std::vector<io::TensorMap> load_dumps(const std::filesystem::path& dir, int world) {
+std::vector<io::TensorMap> load_dumps(const std::filesystem::path& dir, int world, train::DumpPoint point) {
   std::vector<io::TensorMap> dumps;
   for (int r = 0; r < world; ++r) {
-    const auto path = train::rank_dump_path(dir, r);
+    const auto path = train::rank_dump_path(dir, r, point);
     if (!std::filesystem::exists(path)) {
       throw Error("rank " + std::to_string(r) + " wrote no " + path.string() +
                   " (it never reached the dumped step)");

@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "dtlab/io/safetensors.h"
+#include "dtlab/train/rank_dump.h"
 
 namespace dtlab::grader {
 
-// rank0.safetensors ... rank<world-1>.safetensors of dir; throws dtlab::Error naming a missing
-// or unreadable file.
-std::vector<io::TensorMap> load_dumps(const std::filesystem::path& dir, int world);
+// rank0.safetensors ... rank<world-1>.safetensors of dir (or the rank<r>.start files written
+// before the step); throws dtlab::Error naming a missing or unreadable file.
+std::vector<io::TensorMap> load_dumps(const std::filesystem::path& dir, int world,
+                                      train::DumpPoint point = train::DumpPoint::kAfterSync);
 
 struct Difference {
   double max_abs = 0;     // largest |a - b| over every element of every tensor compared

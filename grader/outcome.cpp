@@ -71,6 +71,7 @@ const char* status_name(Status status) {
     case Status::kCrash: return "crash";
     case Status::kHang: return "hang";
     case Status::kError: return "error";
+    case Status::kDesync: return "ranks disagree";
     case Status::kBuildFailed: return "build failed";
   }
   return "?";
@@ -87,6 +88,18 @@ std::optional<Verdict> diagnose(const LaunchResult& launch, const std::string& w
       if (at != std::string::npos) todo = todo.substr(at);
       return Verdict{Status::kNotImplemented,
                      fmt::format("{}: not implemented yet: {} (rank {}, {})", what, todo, r.rank, r.log.string())};
+    }
+  }
+  // Every rank saw the same fingerprints, so every rank says the same: quote the first.
+  for (const auto& r : launch.ranks) {
+    if (r.exit_code == kExitDesync) {
+      std::string line = find_line(r.log, ": ranks disagree: ");
+      const size_t at = line.find("ranks disagree: ");
+      line = at == std::string::npos ? "(no message in " + r.log.string() + ")" : line.substr(at + 16);
+      return Verdict{Status::kDesync,
+                     fmt::format("{}: {}. Code that runs a collective on some ranks only (an "
+                                 "`if (group.rank() == 0)` around an all_reduce, a return before it) makes the "
+                                 "others meet a different one. (rank {}, {})", what, line, r.rank, r.log.string())};
     }
   }
   for (const auto& r : launch.ranks) {

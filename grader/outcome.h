@@ -16,10 +16,12 @@ enum class Status {
   kCrash,           // a rank died by a signal or an internal error (exit code 1)
   kHang,            // a rank was still running at its deadline and was killed
   kError,           // a rank stopped with a usage or distributed error (exit code 2 or 4)
+  kDesync,          // the ranks called different collectives (exit code 5, --distributed_debug)
   kBuildFailed,     // the submission did not compile
 };
 
-// "passed", "wrong number", "not implemented", "crash", "hang", "error", "build failed".
+// "passed", "wrong number", "not implemented", "crash", "hang", "error", "ranks disagree",
+// "build failed".
 const char* status_name(Status status);
 
 struct Verdict {

@@ -12,8 +12,11 @@ namespace fs = std::filesystem;
 
 namespace dtlab::grader {
 
+// The release's README.md is written from this file: the students' commands, not the instructors'.
+constexpr const char* kStudentReadme = "docs/README.students.md";
+
 bool left_out_of_release(const std::string& path) {
-  for (const char* prefix : {"solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/"}) {
+  for (const char* prefix : {"solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme}) {
     if (path.rfind(prefix, 0) == 0) return true;
   }
   return false;
@@ -39,7 +42,7 @@ std::vector<std::string> write_release(const fs::path& source_dir, const fs::pat
   std::istringstream in(files.output);
   for (std::string path; std::getline(in, path, '\0');) {
     if (path.empty() || left_out_of_release(path)) continue;
-    const fs::path from = source_dir / path, to = out / path;
+    const fs::path from = source_dir / (path == "README.md" ? kStudentReadme : path), to = out / path;
     if (!fs::is_regular_file(from)) continue;  // deleted but not yet committed
     fs::create_directories(to.parent_path());
     io::write_file_atomically(to, io::read_file(from));

@@ -61,6 +61,12 @@ class Runner {
   std::map<std::string, Run> done_;
 };
 
+// Whether the ranks of a run with this purpose check every collective against each other
+// (--distributed_debug, Note [Desync detection] in dist/group.h): all but the runs whose time or
+// bytes are measured ("timing", "traffic", "bucket-sweep") or that train for long ("learning"):
+// the check costs a small all_gather per collective and its bytes would count as traffic.
+bool checks_collectives(const std::string& purpose);
+
 // "task2b at 4 ranks" / "task1".
 std::string describe(const RunRequest& request);
 

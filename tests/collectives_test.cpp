@@ -419,4 +419,47 @@ TEST(RunRanks, ReportsTheRankThatFailed) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Desync detection (Note [Desync detection] in dist/group.h)
+
+TEST(DesyncDetection, IsOffUnlessAsked) {
+  run_ranks(1, [](Group& g) { EXPECT_FALSE(g.checks_collectives()); });
+}
+
+// The most common data-parallel bug: one rank skips the gradient all_reduce and meets the others
+// at the next one. Every rank stops at once, and each says what every rank called.
+TEST(DesyncDetection, RanksCallingDifferentCollectivesAllStopSayingWhatEachCalled) {
+  std::vector<std::string> messages(2);
+  run_ranks(2, [&](Group& g) {
+    g.check_collectives(true);
+    torch::Tensor agreed = torch::ones({3});
+    g.broadcast(agreed, 0, "initial parameters");
+    torch::Tensor t = g.rank() == 0 ? torch::ones({2}) : torch::ones({1});
+    try {
+      g.all_reduce(t, ReduceOp::SUM, g.rank() == 0 ? "gradients" : "loss");
+      ADD_FAILURE() << "no desync detected";
+    } catch (const dtlab::DesyncError& e) {
+      messages[static_cast<size_t>(g.rank())] = e.what();
+    }
+  });
+  const std::string lines = "rank 0: all_reduce #2 (gradients) float32 [2]; rank 1: all_reduce #2 (loss) float32 [1]";
+  for (const std::string& m : messages) EXPECT_NE(m.find(lines), std::string::npos) << m;
+}
+
+TEST(DesyncDetection, AgreeingRanksRunAsBeforeAndTheCheckIsNeitherLoggedNorNumbered) {
+  run_ranks(2, [](Group& g) {
+    g.check_collectives(true);
+    torch::Tensor t = torch::full({4}, static_cast<float>(g.rank() + 1));
+    g.all_reduce(t, ReduceOp::SUM, "gradients");
+    EXPECT_TRUE(torch::equal(t, torch::full({4}, 3.0f)));
+    // Point to point is not compared: a send meets a recv.
+    torch::Tensor p = torch::full({2}, 7.0f);
+    if (g.rank() == 0) g.send(p, 1, "activations"); else g.recv(p, 0, "activations");
+    g.barrier("done");
+    const auto records = g.log().records();
+    ASSERT_EQ(records.size(), 3u);
+    EXPECT_EQ(records[2].sequence, 3);
+  });
+}
+
 }  // namespace collectives_test

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <map>
 #include <cstdlib>
 #include <ostream>
 
@@ -35,6 +36,9 @@ const std::vector<Mutant> kTask2bMutants = {
     {"task2b", "missing_shards", "sampler", "wrong number", "read by no rank", 120},
     {"task2b", "sleep_forever", "losses-2", "hang", "rank 1 hung", 3 * kTimeout + 60},
     {"task2b", "crash", "losses-2", "crash", "rank 1 crashed: killed by signal 11", 120},
+    // Rank 0 meets the others' loss all_reduce with its gradient all_reduce: named, not a crash.
+    {"task2b", "only_rank0_syncs", "losses-2", "ranks disagree",
+     "rank 0: all_reduce #42 (gradients) float32 [662, 128]; rank 1: all_reduce #42 (loss) float32 [1]", 120},
 };
 
 // The original assignment's tests passed when every rank held the whole data set and when no
@@ -96,6 +100,27 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
         300);
     EXPECT_EQ(r.exit_code, 0) << r.output;
   }
+}
+
+// Note [Fair evidence] (grader/checks.h): a bug loses the points of the checks it breaks, not
+// those of the code beside it that one run also exercises. Only rank 0 synchronising breaks the
+// losses (the ranks disagree); its sampler and its broadcast are right and keep their points.
+TEST(GraderMutants, OnlyRankZeroSyncingLosesTheSyncChecksNotTheSamplerOrTheBroadcast) {
+  const auto dir = dtlab::test::fresh_temp_dir("mutant-fair");
+  ::setenv("DTLAB_MUTANT", "only_rank0_syncs", 1);
+  const dtlab::ProcessResult r = dtlab::run_process(
+      {DTLAB_GRADER_BIN, "check", "task2b", "--only", "sampler,broadcast,losses-4", "--use-binary",
+       std::string("task2b=") + DTLAB_TASK2B_MUTANTS_BIN, "--results", dir.string(), "--timeout",
+       std::to_string(kTimeout), "--threads", "1"},
+      300);
+  ::unsetenv("DTLAB_MUTANT");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
+  std::map<std::string, std::string> outcome;
+  for (const auto& t : results.at("tests")) outcome[t.at("extra_data").at("check")] = t.at("extra_data").at("outcome");
+  EXPECT_EQ(outcome["task2b/sampler"], "passed") << results.dump(2);
+  EXPECT_EQ(outcome["task2b/broadcast"], "passed") << results.dump(2);
+  EXPECT_EQ(outcome["task2b/losses-4"], "ranks disagree") << results.dump(2);
 }
 
 std::string test_name(const ::testing::TestParamInfo<Mutant>& p) {

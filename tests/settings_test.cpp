@@ -275,4 +275,17 @@ TEST(ResolveSettings, NonIntegerVariables) {
                     "MASTER_PORT");
 }
 
+// Desync detection: the flag, or the variable as PyTorch's TORCH_DISTRIBUTED_DEBUG is set.
+TEST(ResolveSettings, DistributedDebugFromTheFlagOrTheEnvironment) {
+  LaunchFlags f;
+  EXPECT_FALSE(resolve_settings(f, Environment{}).check_collectives);
+  EXPECT_TRUE(resolve_settings(f, Environment{{"DTLAB_DISTRIBUTED_DEBUG", "DETAIL"}}).check_collectives);
+  EXPECT_TRUE(resolve_settings(f, Environment{{"DTLAB_DISTRIBUTED_DEBUG", "1"}}).check_collectives);
+  EXPECT_FALSE(resolve_settings(f, Environment{{"DTLAB_DISTRIBUTED_DEBUG", "0"}}).check_collectives);
+  EXPECT_THROW_WITH(resolve_settings(f, Environment{{"DTLAB_DISTRIBUTED_DEBUG", "yes please"}}), dtlab::Error,
+                    "DTLAB_DISTRIBUTED_DEBUG=yes please");
+  f.distributed_debug = true;
+  EXPECT_TRUE(resolve_settings(f, Environment{}).check_collectives);
+}
+
 }  // namespace settings_test

@@ -42,6 +42,7 @@ data::SamplerOptions make_sampler(int64_t dataset_size, const dist::Group& group
 void sync_gradients(torch::nn::Module& model, dist::Group& group) {
   if (mutant("sleep_forever") && group.rank() == 1) std::this_thread::sleep_for(std::chrono::hours(24));
   if (mutant("crash") && group.rank() == 1) std::raise(SIGSEGV);
+  if (mutant("only_rank0_syncs") && group.rank() != 0) return;  // the most common data-parallel bug
   // Clipped on each rank before the average, to the norm the grader's equivalence runs use
   // (--max_grad_norm 0.1), as a student passing the run's norm along would.
   if (mutant("clip_before_sync")) torch::nn::utils::clip_grad_norm_(model.parameters(), 0.1);

@@ -16,6 +16,9 @@ int run_main(const char* program, const std::function<int()>& body) {
   } catch (const NotImplemented& e) {
     std::fprintf(stderr, "%s: TODO not done: %s\n", program, e.what());
     return kExitNotImplemented;
+  } catch (const DesyncError& e) {
+    std::fprintf(stderr, "%s: ranks disagree: %s\n", program, e.what());
+    return kExitDesync;
   } catch (const DistError& e) {
     std::fprintf(stderr, "%s: distributed error: %s\n", program, e.what());
     return kExitDistributed;

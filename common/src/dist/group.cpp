@@ -3,6 +3,7 @@
 // there once; the public methods only say which c10d call to make.
 #include "dtlab/dist/group.h"
 
+#include <cstring>
 #include <sstream>
 
 #include "dtlab/dist/detail/c10d.h"
@@ -79,6 +80,52 @@ std::string name_of(const CommRecord& r) {
   return r.op + " #" + std::to_string(r.sequence) + (r.tag.empty() ? "" : " (" + r.tag + ")");
 }
 
+// "all_reduce #12 (gradients) float32 [2, 3]": what the desync check compares across ranks.
+std::string fingerprint(const CommRecord& r) {
+  std::string shape;
+  for (size_t i = 0; i < r.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(r.shape[i]);
+  return name_of(r) + " " + r.dtype + " [" + shape + "]";
+}
+
+// Note [Desync detection] (dist/group.h): an all_gather of every rank's fingerprint, as int64
+// words of a fixed-size text, straight on the process group (not numbered, not logged).
+void check_same_operation(Group::State& s, const CommRecord& record) {
+  constexpr int64_t kWords = 24;  // 192 bytes of fingerprint; longer ones are cut
+  const std::string mine = fingerprint(record);
+  auto pack = [&] {
+    torch::Tensor t = torch::zeros({kWords}, torch::kInt64);
+    std::memcpy(t.data_ptr<int64_t>(), mine.data(), std::min<size_t>(mine.size(), kWords * 8 - 1));
+    return t;
+  };
+  std::vector<at::Tensor> input{pack()};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int r = 0; r < s.size; ++r) output[0].push_back(torch::zeros({kWords}, torch::kInt64));
+  try {
+    c10d::AllgatherOptions options;
+    options.timeout = s.timeout;
+    const c10::intrusive_ptr<c10d::Work> work = s.pg->allgather(output, input, options);
+    if (!work->wait(s.timeout)) throw std::runtime_error("timed out after " + seconds_text(s.timeout));
+  } catch (const std::exception& e) {
+    throw DistError("rank " + std::to_string(s.rank) + ": checking that every rank is about to run " +
+                    name_of(record) + " failed: " + what_of(e) + ". Another rank has probably stopped (crashed, "
+                    "killed, or waiting elsewhere): its log says why");
+  }
+  std::vector<std::string> theirs;
+  bool agree = true;
+  for (const at::Tensor& t : output[0]) {
+    const char* bytes = reinterpret_cast<const char*>(t.data_ptr<int64_t>());
+    theirs.emplace_back(bytes, strnlen(bytes, kWords * 8));
+    agree &= theirs.back() == theirs.front();
+  }
+  if (agree) return;
+  std::string lines;
+  for (size_t r = 0; r < theirs.size(); ++r) {
+    lines += (r ? "; " : "") + std::string("rank ") + std::to_string(r) + ": " + theirs[r];
+  }
+  throw DesyncError("the ranks called different collectives (every rank must issue the same collectives in the "
+                    "same order): " + lines);
+}
+
 using Launch = std::function<c10::intrusive_ptr<c10d::Work>(c10d::ProcessGroup&)>;
 
 // The one path of every operation: number it, launch it, turn a launch failure into a
@@ -113,6 +160,10 @@ namespace {
 
 PendingWork start(Group::State& s, CommRecord record, const Launch& launch) {
   record.sequence = ++s.sequence;
+  // Point-to-point pairs differ by design (a send meets a recv): only collectives are compared.
+  if (s.check_collectives && s.size > 1 && record.op != "send" && record.op != "recv") {
+    check_same_operation(s, record);
+  }
   auto f = std::make_unique<detail::InFlight>();
   f->state = &s;
   f->start = std::chrono::steady_clock::now();
@@ -146,6 +197,8 @@ int Group::local_world_size() const { return state_->local_world_size; }
 int Group::local_rank() const { return state_->local_rank; }
 int Group::ranks_on_this_machine() const { return state_->ranks_on_this_machine; }
 CommLog& Group::log() { return state_->log; }
+void Group::check_collectives(bool on) { state_->check_collectives = on; }
+bool Group::checks_collectives() const { return state_->check_collectives; }
 
 void Group::all_reduce(torch::Tensor& tensor, ReduceOp op, const std::string& tag) {
   require_contiguous(tensor, "all_reduce");

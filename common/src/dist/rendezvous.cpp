@@ -186,9 +186,11 @@ std::unique_ptr<Group> init_process_group(const Settings& s) {
   const c10::intrusive_ptr<c10d::Store> store = connect_store(s);
   if (s.world_size > 1) probe_store(*store, s);
   const Locality here = rendezvous(*store, s, address);
-  return wrap_process_group(connect_backend(store, s, address), s.rank, s.world_size, s.timeout,
-                            s.backend, s.local_rank.value_or(here.local_rank), here.local_world_size,
-                            here.ranks_on_this_machine);
+  std::unique_ptr<Group> group =
+      wrap_process_group(connect_backend(store, s, address), s.rank, s.world_size, s.timeout, s.backend,
+                         s.local_rank.value_or(here.local_rank), here.local_world_size, here.ranks_on_this_machine);
+  group->check_collectives(s.check_collectives);
+  return group;
 }
 
 }  // namespace dtlab::dist

@@ -71,6 +71,10 @@ void add_launch_flags(CLI::App& app, LaunchFlags& f) {
       ->capture_default_str();
   app.add_option("--interface", f.interface,
                  "Network interface Gloo uses (default: the one that reaches the master)");
+  app.add_flag("--distributed_debug", f.distributed_debug,
+               "Before every collective, check that every rank calls the same one (op, tag, dtype, "
+               "shape); a mismatch stops every rank saying what each called. DTLAB_DISTRIBUTED_DEBUG=1 "
+               "does the same");
 }
 
 Environment launcher_environment() {
@@ -82,7 +86,7 @@ Environment launcher_environment() {
     const std::string key = entry.substr(0, eq);
     if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "MASTER_ADDR" ||
         key == "MASTER_PORT" || key.rfind("OMPI_COMM_WORLD_", 0) == 0 || key.rfind("SLURM_", 0) == 0 ||
-        key.rfind("TORCHELASTIC_", 0) == 0) {
+        key.rfind("TORCHELASTIC_", 0) == 0 || key == "DTLAB_DISTRIBUTED_DEBUG") {
       env[key] = entry.substr(eq + 1);
     }
   }
@@ -91,6 +95,16 @@ Environment launcher_environment() {
 
 Settings resolve_settings(const LaunchFlags& flags, const Environment& env) {
   Settings s;
+  s.check_collectives = flags.distributed_debug;
+  if (const auto it = env.find("DTLAB_DISTRIBUTED_DEBUG"); it != env.end()) {
+    const std::string& v = it->second;
+    if (v == "1" || v == "DETAIL" || v == "detail" || v == "on") {
+      s.check_collectives = true;
+    } else if (!(v.empty() || v == "0" || v == "OFF" || v == "off")) {
+      throw Error("DTLAB_DISTRIBUTED_DEBUG=" + v + " is not known: use 1 (or DETAIL) to check that the ranks call "
+                  "the same collectives, 0 (or OFF) not to");
+    }
+  }
   s.backend = flags.backend;
   if (s.backend != "gloo" && s.backend != "nccl") {
     throw Error("--backend " + s.backend + " is not known: use gloo or nccl");

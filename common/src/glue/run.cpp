@@ -154,13 +154,9 @@ train::StepFunction choose_step(const GlueOptions& o, const GlueExercise& ex, co
       return train::StepResult{ex.own.train_step(state, *in.batch), 0.0};
     };
   }
-  train::AfterSync dump;
-  if (!o.dump_dir.empty()) {
-    dump = train::rank_dump_hook(o.dump_dir, o.dump_step, run.rank(), run.world(),
-                                 plan.batch_per_rank * run.world(),
-                                 data::shard_indices(plan.sampler, 0));
-  }
-  return train::kit_step(sync, dump);
+  if (o.dump_dir.empty()) return train::kit_step(sync);
+  return train::step_with_rank_dumps(sync, {o.dump_dir, o.dump_step, run.rank(), run.world(),
+                                            plan.batch_per_rank * run.world(), data::shard_indices(plan.sampler, 0)});
 }
 
 }  // namespace

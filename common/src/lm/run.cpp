@@ -282,14 +282,14 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     const std::string notice = o.model_config.empty() ? load_report.describe(o.model_name_or_path) : "";
     print_banner(o, run, state, plan, tokenizer, d, share.data->size(), notice);
   }
-  train::AfterSync dump;
+  train::StepFunction step = train::kit_step(*sync);
   if (!o.dump_dir.empty()) {
     std::vector<int64_t> epoch1 = data::shard_indices(plan.sampler, 0);
     for (int64_t& row : epoch1) row = share.indices.at(static_cast<size_t>(row));
-    dump = train::rank_dump_hook(o.dump_dir, 1, run.rank(), run.world(), plan.batch_per_rank * run.world(),
-                                 std::move(epoch1), share.indices);
+    step = train::step_with_rank_dumps(*sync, {o.dump_dir, 1, run.rank(), run.world(),
+                                               plan.batch_per_rank * run.world(), std::move(epoch1), share.indices});
   }
-  train::train_loop(run, state, *share.data, plan, train::kit_step(*sync, dump),
+  train::train_loop(run, state, *share.data, plan, step,
                     [](train::TrainState& s, int) { return s.evaluate(); }, results, results_path);
   if (run.lead()) {
     results.save(results_path);

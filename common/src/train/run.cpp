@@ -39,10 +39,11 @@ nlohmann::json Run::environment() const {
 std::string Run::describe_ranks() const {
   if (!group) return "";
   return fmt::format("{} ({}), backend {}, master {}:{}, timeout {:g} s; {} on this host, {} sharing this "
-                     "machine's cores, {} thread{} each",
+                     "machine's cores, {} thread{} each{}",
                      world(), settings.source, group->backend(), settings.master_addr, settings.master_port,
                      settings.timeout.count() / 1000.0, group->local_world_size(), group->ranks_on_this_machine(),
-                     threads, threads == 1 ? "" : "s");
+                     threads, threads == 1 ? "" : "s",
+                     group->checks_collectives() ? "; every collective checked across ranks (--distributed_debug)" : "");
 }
 
 }  // namespace dtlab::train

@@ -28,6 +28,13 @@ class DistError : public Error {
   explicit DistError(const std::string& message) : Error(message) {}
 };
 
+// The ranks called different collectives (desync detection, dist/group.h): every rank stops with
+// one line that says what each rank called.
+class DesyncError : public DistError {
+ public:
+  explicit DesyncError(const std::string& message) : DistError(message) {}
+};
+
 // Exit codes of every dtlab binary, so the grader can tell outcomes apart.
 enum ExitCode : int {
   kExitOk = 0,
@@ -35,6 +42,7 @@ enum ExitCode : int {
   kExitUsage = 2,           // a dtlab::Error: bad input, flag or file
   kExitNotImplemented = 3,  // a TODO is not done
   kExitDistributed = 4,     // another rank failed, or a rendezvous or collective timed out
+  kExitDesync = 5,          // the ranks called different collectives (desync detection)
 };
 
 }  // namespace dtlab

@@ -25,9 +25,11 @@ struct LaunchFlags {
   std::string backend = "gloo";
   double timeout_seconds = kDefaultTimeoutSeconds;
   std::optional<std::string> interface;  // network interface Gloo binds to
+  bool distributed_debug = false;        // desync detection (Group::check_collectives)
 };
 
-// Adds --master_ip --master_port --world_size --local_rank --backend --timeout --interface.
+// Adds --master_ip --master_port --world_size --local_rank --backend --timeout --interface
+// --distributed_debug.
 void add_launch_flags(CLI::App& app, LaunchFlags& flags);
 
 struct Settings {
@@ -39,6 +41,9 @@ struct Settings {
   std::string backend = "gloo";
   std::chrono::milliseconds timeout{static_cast<long>(kDefaultTimeoutSeconds * 1000)};
   std::optional<std::string> interface;
+  // Desync detection: --distributed_debug, or DTLAB_DISTRIBUTED_DEBUG=1 (or DETAIL, as PyTorch's
+  // TORCH_DISTRIBUTED_DEBUG) in the environment.
+  bool check_collectives = false;
   std::string source = "single process";  // "flags", "torchrun", "Slurm", "Open MPI"
   // torchrun's agent already serves a store at MASTER_ADDR:MASTER_PORT
   // (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client, under a prefix of

@@ -23,6 +23,7 @@ struct Group::State {
   int ranks_on_this_machine = 1;
   CommLog log;
   int64_t sequence = 0;  // operations issued by this rank: named in every error message
+  bool check_collectives = false;  // Note [Desync detection] in dist/group.h
 };
 
 // The first line of an exception's message, without c10's backtrace: how dist's errors quote
