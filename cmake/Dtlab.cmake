@@ -145,6 +145,9 @@ function(dtlab_unit_suite name)
     set(T_TIMEOUT 120)
   endif()
   set(file ${CMAKE_CURRENT_SOURCE_DIR}/${name}.cpp)
+  # The filter is read from the file at configure time: editing the file reconfigures, or a
+  # suite added to it would run under no entry (unit_tests_selection would say so).
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${file})
   file(STRINGS ${file} lines REGEX "^TEST(_F|_P)?\\(")
   set(suites "")
   set(parameterized "")

@@ -90,6 +90,20 @@ Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string
                       show_losses(got, want, n))};
 }
 
+std::optional<Verdict> incomplete_timing(const Run& run, const RunRequest& request, int iterations) {
+  const auto& t = run.results.value("timing", nlohmann::json::object());
+  const int count = t.value("count", 0), discarded = t.value("discarded", 0);
+  if (count + discarded == iterations && discarded == 1 && t.value("tokens_per_second", 0.0) > 0) return std::nullopt;
+  return Verdict{Status::kWrongNumber, fmt::format("{}: {} iterations run but the timing summarises {} (+{} discarded)",
+                                                   describe(request), iterations, count, discarded)};
+}
+
+std::string first_items(const std::vector<int64_t>& values, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < values.size() && i < n; ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  return s + (values.size() > n ? ", ..." : "");
+}
+
 std::string scale_hint(double factor, int world, const std::string& reference) {
   if (std::abs(factor - world) < 0.05 * world) {
     return fmt::format("They are {:.2f} times {}: the sum over {} ranks was not divided by the world size.", factor,

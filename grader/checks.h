@@ -65,6 +65,12 @@ std::optional<std::vector<io::TensorMap>> start_dumps(const Run& run, int world,
 Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string& what,
                      const std::string& hint_first, const std::string& hint_later);
 
+// A verdict when a timing run's results.json does not summarise the iterations it ran (the first
+// discarded) or counts no tokens; nullopt when it does.
+std::optional<Verdict> incomplete_timing(const Run& run, const RunRequest& request, int iterations);
+// "2542, 430, 846, 4406, 2154, ...": the first n of a list, for messages.
+std::string first_items(const std::vector<int64_t>& values, size_t n = 5);
+
 // When the ranks' gradient is `factor` times the reference's (compare.h's projection_factor):
 // the usual cause if factor is the world size or its inverse, else "".
 std::string scale_hint(double factor, int world, const std::string& reference);

@@ -50,11 +50,13 @@ RunRequest dp_request(const std::string& e, int world, const std::string& purpos
   flags.insert(flags.end(), {"--global_batch_size", std::to_string(kGlobalBatch), "--seed", std::to_string(seed)});
   const std::string id = seed == kSeed ? fmt::format("{}-{}-w{}", e, purpose, world)
                                        : fmt::format("{}-{}-seed{}-w{}", e, purpose, seed, world);
-  // The report plots the 4-rank loss run against the kit's (figure 2 is task 2's: other purposes).
-  return {id, e, "dp-" + std::string(world == 2 ? "equivalence" : purpose), world, flags, true};
+  // Purposes of their own: the report's figure 2 plots task 2's "losses" runs, not these.
+  return {id, e, "dp-" + purpose, world, flags, true};
 }
 
-RunRequest losses_request(const std::string& e, int world) { return dp_request(e, world, "losses", kLossSteps, kSeed); }
+RunRequest losses_request(const std::string& e, int world) {
+  return dp_request(e, world, world == 2 ? "equivalence" : "losses", kLossSteps, kSeed);
+}
 
 int64_t train_examples(const Runner& runner) {
   return static_cast<int64_t>(data::read_translation_split(runner.options().fixtures / "translation", "train").size());
@@ -100,14 +102,9 @@ std::vector<int64_t> as_vector(const torch::Tensor& t) {
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
 }
 
-std::string first(const std::vector<int64_t>& v, size_t n = 5) {
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < n; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + (v.size() > n ? ", ..." : "");
-}
-
-// The properties every partition into equal parts has, on the ranks' dumped shards; "" when
-// they hold.
+// The properties every partition into equal parts has, on the ranks' dumped shards: each the
+// size int(N / world), in range, without repeats, read global / world at a time, and disjoint
+// across ranks (so together they cover the data set but the remainder); "" when they hold.
 std::string partition_properties(const std::vector<std::vector<int64_t>>& shards,
                                  const std::vector<int64_t>& batches, int64_t n) {
   const int world = static_cast<int>(shards.size());
@@ -143,11 +140,8 @@ std::string partition_properties(const std::vector<std::vector<int64_t>>& shards
                          "with the same seed and take a different piece (part `rank`)", example, who[0], who[1]);
     }
   }
-  const int64_t unread = n - static_cast<int64_t>(readers.size());
-  if (unread > n - world * part) {
-    return fmt::format("{} examples are read by no rank; the parts must cover all but the {} that int(1/{} * {}) "
-                       "leaves over", unread, n - world * part, world, n);
-  }
+  // Covering follows: world disjoint parts of int(N / world) distinct examples leave out only the
+  // N - world * int(N / world) that the cuts leave over.
   return "";
 }
 
@@ -197,8 +191,8 @@ Verdict partition(Runner& runner, const std::string& e) {
                         "not read part {} of the seed's shuffle (it reads examples {}; part {} of "
                         "data::shuffled_indices({}, {}) cut into {} is {}). Shuffle once with "
                         "data::shuffled_indices(N, seed), cut consecutive pieces in order, give rank r piece r and "
-                        "read it in order", what, r, r, first(got.shards[static_cast<size_t>(r)]), r, n, kSeed, kWorld,
-                        first(want[static_cast<size_t>(r)]))};
+                        "read it in order", what, r, r, first_items(got.shards[static_cast<size_t>(r)]), r, n, kSeed, kWorld,
+                        first_items(want[static_cast<size_t>(r)]))};
   }
   const Run& other = runner.run(dp_request(e, kWorld, "partition", 1, kOtherSeed));
   const std::optional<Shards> second_run = read_shards(other, kWorld, &failure);
@@ -331,12 +325,8 @@ Verdict timing(Runner& runner, const std::string& e) {
                                 std::to_string(iterations), "--no_eval"}, false};
       const Run& run = runner.run(request);
       if (run.failure) return *run.failure;
-      const auto& t = run.results.value("timing", nlohmann::json::object());
-      const int count = t.value("count", 0), discarded = t.value("discarded", 0);
-      if (count + discarded != iterations || discarded != 1 || !(t.value("tokens_per_second", 0.0) > 0)) {
-        return {Status::kWrongNumber, fmt::format("{}: {} iterations run but the timing summarises {} (+{} discarded)",
-                                                  describe(request), iterations, count, discarded)};
-      }
+      if (auto wrong = incomplete_timing(run, request, iterations)) return *wrong;
+      const auto& t = run.results.at("timing");
       const double mean = t.value("mean_seconds", 0.0), comm = t.value("mean_comm_seconds", 0.0);
       summary += fmt::format("\n    {} rank{}: {:.1f} ms/iter, {:.0f}% in average_gradients, {:.0f} tokens/s "
                              "({:.0f} with padding)", world, world == 1 ? " " : "s", 1e3 * mean,

@@ -154,16 +154,11 @@ Verdict sampler_shards(Runner& runner, const std::string& exercise) {
   }
   // Padding: the sampler repeats the first (per_rank * world - N) positions of its permutation.
   const int64_t padding = per_rank * kWorld - kTrainExamples;
-  auto first = [](const std::vector<int64_t>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size() && i < 5; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + (v.size() > 5 ? ", ..." : "");
-  };
   // Both mistakes at once are common (each rank shuffling its own way): say both.
   std::string wrong;
   if (!unread.empty()) {
     wrong += fmt::format("{} of {} examples are read by no rank in epoch 1 (examples {}): the shards must cover "
-                         "the data set", unread.size(), kTrainExamples, first(unread));
+                         "the data set", unread.size(), kTrainExamples, first_items(unread));
   }
   if (static_cast<int64_t>(shared.size()) > padding) {
     const auto& who = readers.at(shared.front());
@@ -263,13 +258,8 @@ Verdict timing(Runner& runner, const std::string& exercise) {
                               "--max_steps", std::to_string(iterations)}, false};
     const Run& run = runner.run(request);
     if (run.failure) return *run.failure;
-    const auto& t = run.results.value("timing", nlohmann::json::object());
-    const int count = t.value("count", 0), discarded = t.value("discarded", 0);
-    if (count + discarded != iterations || discarded != 1 || !(t.value("tokens_per_second", 0.0) > 0)) {
-      return {Status::kWrongNumber,
-              fmt::format("{}: {} iterations run but the timing summarises {} (+{} discarded)", describe(request),
-                          iterations, count, discarded)};
-    }
+    if (auto wrong = incomplete_timing(run, request, iterations)) return *wrong;
+    const auto& t = run.results.at("timing");
     summary += fmt::format("\n  {} rank{}: {:.1f} ms/iter (stdev {:.1f}), {:.1f} ms waiting for gradients, {:.0f} tokens/s",
                            world, world == 1 ? " " : "s", 1e3 * t.value("mean_seconds", 0.0),
                            1e3 * t.value("stdev_seconds", 0.0), 1e3 * t.value("mean_comm_seconds", 0.0),

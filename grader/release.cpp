@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 namespace dtlab::grader {
 
 // The release's README.md is written from this file: the students' commands, not the instructors'.
-constexpr const char* kStudentReadme = "docs/README.students.md";
+constexpr const char* kStudentReadme = "docs/STUDENTS.md";
 
 bool left_out_of_release(const std::string& path) {
   for (const char* prefix : {"solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme}) {

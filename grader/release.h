@@ -1,7 +1,7 @@
 // The student release: the kit as students get it, written from this checkout, never copied
 // by hand. Every tracked file except the reference solutions, the tests that contain solution
 // code (the grader's mutants) and the benchmarks (they time the solutions); tasks/ holds the
-// generated skeletons, and README.md is the students' (docs/README.students.md).
+// generated skeletons, and README.md is the students' (docs/STUDENTS.md).
 #pragma once
 
 #include <filesystem>

@@ -50,6 +50,7 @@ const std::vector<Mutant> kDpMutants = {
     {"dp", "overlapping_parts", "gradients", "wrong number", "does each rank read its own part", 120},
     {"dp", "seed_per_rank", "partition", "wrong number", "the parts must be disjoint", 120},
     {"dp", "seed_ignored", "partition", "wrong number", "of the seed's shuffle", 120},
+    {"dp", "seed_always_42", "partition", "wrong number", "--seed 7 gives the same parts as --seed 42", 120},
     {"dp", "uneven_parts", "partition", "error", "different numbers of steps per epoch", 120},
     {"dp", "whole_batch", "partition", "wrong number", "examples per step", 120},
     {"dp", "sum_not_average", "gradients", "wrong number", "not divided by the world size", 120},

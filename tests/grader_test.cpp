@@ -161,11 +161,11 @@ TEST(Grader, ReleaseHasNoSolutionsAndKeepsEverythingElse) {
             dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "tasks/task2b/sync.cpp"));
   // The README speaks to students: their commands, no reference solutions, no instructors' part.
   const std::string readme = dtlab::io::read_file(out / "README.md");
-  EXPECT_EQ(readme, dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "docs/README.students.md"));
+  EXPECT_EQ(readme, dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "docs/STUDENTS.md"));
   EXPECT_EQ(readme.find("-solution"), std::string::npos);
   EXPECT_EQ(readme.find("instructors"), std::string::npos);
   EXPECT_NE(readme.find("make check-task2b"), std::string::npos);
-  EXPECT_FALSE(fs::exists(out / "docs/README.students.md"));
+  EXPECT_FALSE(fs::exists(out / "docs/STUDENTS.md"));
   // Refuses to write over something.
   const ProcessResult again = grade({"release", "--out", out.string()}, 120);
   EXPECT_EQ(again.exit_code, 2) << again.output;

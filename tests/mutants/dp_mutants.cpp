@@ -30,6 +30,7 @@ DataPartitioner::DataPartitioner(const train::Dataset& data, const std::vector<d
     : data_(&data) {
   const int64_t n = data.size();
   if (mutant("seed_ignored")) seed = 1234;  // the original's default seed, whatever the run's is
+  if (mutant("seed_always_42")) seed = 42;  // right for the grader's first run, not for another seed
   const std::vector<int64_t> shuffled = data::shuffled_indices(n, seed);
   size_t start = 0;
   for (double fraction : sizes) {
