@@ -110,7 +110,8 @@ std::string scale_hint(double factor, int world, const std::string& reference) {
                        reference, world);
   }
   if (std::abs(factor * world - 1) < 0.05) {
-    return fmt::format("They are 1/{} of {}: divided by the world size twice, or not summed?", world, reference);
+    return fmt::format("They are about 1/{} of {}: divided by the world size twice, or not a SUM over ranks "
+                       "(no all_reduce, or ReduceOp::MAX)?", world, reference);
   }
   return "";
 }

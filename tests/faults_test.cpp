@@ -97,6 +97,10 @@ void expect_others_stop_after_kill(const std::vector<std::unique_ptr<Child>>& ra
     EXPECT_LT(after, timeout + kMarginSeconds);
     EXPECT_TRUE(contains(e.output, "distributed error: rank " + std::to_string(r) + ": ")) << e.output;
     EXPECT_TRUE(contains(e.output, "failed")) << e.output;
+    // Note [Who stopped]: the survivors name the rank, not Gloo's peer address (rank 0's store
+    // goes with it: the survivors see its connection closed).
+    EXPECT_TRUE(contains(e.output, victim == 0 ? "Rank 0 is gone" : "Rank " + std::to_string(victim) + " stopped"))
+        << e.output;
     std::printf("rank %d stopped %.1f s after rank %d was killed\n", r, after, victim);
   }
   const ChildExit killed_rank = ranks[victim]->wait_until(steady_clock::now() + std::chrono::seconds(10));
@@ -154,6 +158,10 @@ TEST_F(Faults, HungRankStopsTheOthersAfterTheTimeout) {
     EXPECT_GT(after, kTimeout - 1) << "nothing but the timeout can tell a hung rank: " << e.output;
     EXPECT_TRUE(contains(e.output, "rank " + std::to_string(r) + ": ")) << e.output;
     EXPECT_TRUE(contains(e.output, "failed")) << e.output;
+    // Note [Who stopped]: which rank, where, and how long ago it was last heard from (it beats at
+    // the start of each step: it was stopped after step 1, so in step 2 or later).
+    EXPECT_TRUE(contains(e.output, "Rank 2 stopped: last heard from ")) << e.output;
+    EXPECT_TRUE(contains(e.output, "s ago, in step ")) << e.output;
     std::printf("rank %d stopped %.1f s after rank 2 hung\n", r, after);
   }
 }
@@ -194,6 +202,49 @@ TEST_F(Faults, WrongWorldSizeNamesTheRankThatNeverArrived) {
   } else {
     EXPECT_TRUE(contains(exits[1].output, "rank 0") || contains(exits[1].output, "master")) << exits[1].output;
   }
+}
+
+// Two ranks that disagree on the world size: the one that sees every rank it expects says at once
+// whose --world_size differs; the other waits --timeout for the rank that will never come and
+// then says both what is missing and who arrived with another world size.
+TEST_F(Faults, DisagreeingWorldSizesAreNamedOnBothSides) {
+  constexpr double kTimeout = 5;
+  const int port = dtlab::test::free_port();
+  Child three(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, 0, {"--timeout", "5"}), log("rank0"));
+  Child two(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 2, 1, {"--timeout", "5"}), log("rank1"));
+  const auto deadline = steady_clock::now() + std::chrono::seconds(static_cast<long>(kTimeout + kMarginSeconds));
+  const ChildExit e1 = two.wait_until(deadline);
+  const ChildExit e0 = three.wait_until(deadline);
+  EXPECT_EQ(e1.exit_code, kExitDistributed) << e1.describe();
+  EXPECT_TRUE(contains(e1.output, "rank 1: rank 0 runs with --world_size 3, this rank with 2")) << e1.output;
+  EXPECT_LT(e1.seconds, kTimeout) << "it has all it needs at once: " << e1.output;
+  EXPECT_EQ(e0.exit_code, kExitDistributed) << e0.describe();
+  EXPECT_TRUE(contains(e0.output, "rank(s) 2 of world size 3 never arrived; rank 1 arrived with --world_size 2"))
+      << e0.output;
+  EXPECT_LT(e0.seconds, kTimeout + kMarginSeconds) << e0.output;
+}
+
+// Rank 0 stops (SIGSTOP) while the others wait in the rendezvous for a rank that never comes:
+// its store accepts connections and never answers. The others must not wait a second timeout
+// for an answer (as they once did); they say that the master stopped answering, within
+// --timeout and a few seconds.
+TEST_F(Faults, StoppedMasterIsReportedWithinTheTimeout) {
+  constexpr double kTimeout = 6, kBeforeStop = 2.5, kAnswerSeconds = 5;  // probe_store's and kStoreAnswer's bounds
+  const int port = dtlab::test::free_port();
+  Child master(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, 0, {"--timeout", "6"}), log("rank0"));
+  Child waiting(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, 1, {"--timeout", "6"}), log("rank1"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>(kBeforeStop * 1000)));
+  master.kill(SIGSTOP);  // its destructor's SIGKILL ends it
+  const ChildExit e = waiting.wait_until(steady_clock::now() + std::chrono::seconds(static_cast<long>(kTimeout + kAnswerSeconds + kMarginSeconds)));
+  ASSERT_FALSE(e.timed_out) << e.output;
+  EXPECT_LT(e.seconds, kTimeout + kAnswerSeconds + 3) << e.output;  // 3 s: starting the binary
+  EXPECT_EQ(e.exit_code, kExitDistributed) << e.describe();
+  EXPECT_TRUE(contains(e.output, "rank 1: ")) << e.output;
+  // Usually it was already waiting (the master stopped answering); on a slow start it meets the
+  // stopped master first (it accepts and never answers).
+  EXPECT_TRUE(contains(e.output, "the master (rank 0) stopped answering") || contains(e.output, "rank 0 is suspended"))
+      << e.output;
+  std::printf("rank 1 stopped after %.1f s (--timeout 6)\n", e.seconds);
 }
 
 // Rank 0 serves the rendezvous on --master_port; when something else listens there, it says so

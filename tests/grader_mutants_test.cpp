@@ -36,9 +36,6 @@ const std::vector<Mutant> kTask2bMutants = {
     {"task2b", "missing_shards", "sampler", "wrong number", "read by no rank", 120},
     {"task2b", "sleep_forever", "losses-2", "hang", "rank 1 hung", 3 * kTimeout + 60},
     {"task2b", "crash", "losses-2", "crash", "rank 1 crashed: killed by signal 11", 120},
-    // Rank 0 meets the others' loss all_reduce with its gradient all_reduce: named, not a crash.
-    {"task2b", "only_rank0_syncs", "losses-2", "ranks disagree",
-     "rank 0: all_reduce #42 (gradients) float32 [662, 128]; rank 1: all_reduce #42 (loss) float32 [1]", 120},
 };
 
 // The original assignment's tests passed when every rank held the whole data set and when no
@@ -104,24 +101,63 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
 }
 
 // Note [Fair evidence] (grader/checks.h): a bug loses the points of the checks it breaks, not
-// those of the code beside it that one run also exercises. Only rank 0 synchronising breaks the
-// losses (the ranks disagree); its sampler and its broadcast are right and keep their points.
-TEST(GraderMutants, OnlyRankZeroSyncingLosesTheSyncChecksNotTheSamplerOrTheBroadcast) {
-  const auto dir = dtlab::test::fresh_temp_dir("mutant-fair");
-  ::setenv("DTLAB_MUTANT", "only_rank0_syncs", 1);
+// those of the code beside it that the same runs also exercise. Each of these wrong submissions
+// is graded on the four checks that share its runs, and each check must end as its bug implies,
+// with words a student can act on where it fails.
+struct FairCase {
+  std::string mutant;
+  std::map<std::string, std::string> outcome;  // check -> outcome
+  std::map<std::string, std::string> words;    // check -> what its message must say
+};
+
+const std::vector<FairCase> kFairCases = {
+    // Ranks that skip the gradient all_reduce: the ranks disagree; what they read and start from is right.
+    {"only_rank0_syncs",
+     {{"sampler", "passed"}, {"broadcast", "passed"}, {"gradients", "ranks disagree"}, {"losses-2", "ranks disagree"}},
+     // Rank 0 meets the others' loss all_reduce with its gradient all_reduce: named, not a crash.
+     {{"losses-2", "rank 0: all_reduce #42 (gradients) float32 [662, 128]; rank 1: all_reduce #42 (loss) float32 [1]"},
+      {"gradients", "rank 1: all_reduce"}}},
+    // Half the parameters averaged: the other half differs between ranks.
+    {"half_synced",
+     {{"sampler", "passed"}, {"broadcast", "passed"}, {"gradients", "wrong number"}, {"losses-2", "wrong number"}},
+     {{"gradients", "every rank must end with the same averaged gradient"},
+      {"losses-2", "Step 1 agrees, so the update differs"}}},
+    // MAX instead of SUM: the ranks agree, on the wrong gradient.
+    {"max_not_sum",
+     {{"sampler", "passed"}, {"broadcast", "passed"}, {"gradients", "wrong number"}, {"losses-2", "wrong number"}},
+     {{"gradients", "differs from the full-batch gradient"}, {"losses-2", "Step 1 agrees, so the update differs"}}},
+    // Broadcast from rank 1: the ranks agree, on rank 1's weights; only the broadcast check can tell
+    // (its run draws different weights per rank; the others start every rank from the checkpoint).
+    {"broadcast_from_rank1",
+     {{"sampler", "passed"}, {"broadcast", "wrong number"}, {"gradients", "passed"}, {"losses-2", "passed"}},
+     {{"broadcast", "broadcast from rank 0, not from another rank"}}},
+};
+
+class FairGrading : public ::testing::TestWithParam<FairCase> {};
+
+TEST_P(FairGrading, EachCheckEndsAsTheBugImplies) {
+  const FairCase& c = GetParam();
+  const auto dir = dtlab::test::fresh_temp_dir("mutant-fair-" + c.mutant);
+  ::setenv("DTLAB_MUTANT", c.mutant.c_str(), 1);
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_GRADER_BIN, "check", "task2b", "--only", "sampler,broadcast,losses-4", "--use-binary",
+      {DTLAB_GRADER_BIN, "check", "task2b", "--only", "sampler,broadcast,gradients,losses-2", "--use-binary",
        std::string("task2b=") + DTLAB_TASK2B_MUTANTS_BIN, "--results", dir.string(), "--timeout",
        std::to_string(kTimeout), "--threads", "1"},
       300);
   ::unsetenv("DTLAB_MUTANT");
+  ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 1) << r.output;
   const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
-  std::map<std::string, std::string> outcome;
-  for (const auto& t : results.at("tests")) outcome[t.at("extra_data").at("check")] = t.at("extra_data").at("outcome");
-  EXPECT_EQ(outcome["task2b/sampler"], "passed") << results.dump(2);
-  EXPECT_EQ(outcome["task2b/broadcast"], "passed") << results.dump(2);
-  EXPECT_EQ(outcome["task2b/losses-4"], "ranks disagree") << results.dump(2);
+  std::map<std::string, std::string> outcome, output;
+  for (const auto& t : results.at("tests")) {
+    const std::string check = t.at("extra_data").at("check").get<std::string>().substr(std::string("task2b/").size());
+    outcome[check] = t.at("extra_data").at("outcome");
+    output[check] = t.at("output");
+  }
+  EXPECT_EQ(outcome, c.outcome) << results.dump(2);
+  for (const auto& [check, words] : c.words) {
+    EXPECT_NE(output[check].find(words), std::string::npos) << check << ":\n" << output[check];
+  }
 }
 
 std::string test_name(const ::testing::TestParamInfo<Mutant>& p) {
@@ -132,5 +168,7 @@ std::string test_name(const ::testing::TestParamInfo<Mutant>& p) {
 
 INSTANTIATE_TEST_SUITE_P(Task2b, GraderMutants, ::testing::ValuesIn(kTask2bMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Dp, GraderMutants, ::testing::ValuesIn(kDpMutants), test_name);
+INSTANTIATE_TEST_SUITE_P(Task2b, FairGrading, ::testing::ValuesIn(kFairCases),
+                         [](const ::testing::TestParamInfo<FairCase>& p) { return p.param.mutant; });
 
 }  // namespace

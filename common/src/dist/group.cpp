@@ -87,6 +87,20 @@ std::string fingerprint(const CommRecord& r) {
   return name_of(r) + " " + r.dtype + " [" + shape + "]";
 }
 
+// "Operation timed out!" stays as it is; "Connection closed by peer" gains a full stop.
+std::string as_sentence(const std::string& text) {
+  if (!text.empty() && std::strchr(".!?", text.back())) return text;
+  return text + ".";
+}
+
+// Note [Who stopped] (dist/detail/heartbeat.h): the sentence that names the rank that stopped.
+std::string who_stopped(const Group::State& s) {
+  if (!s.store || !s.heartbeat) {
+    return " Another rank has probably stopped (crashed, killed, or waiting elsewhere): its log says why.";
+  }
+  return detail::who_stopped(*s.store, s.rank, s.size);
+}
+
 // Note [Desync detection] (dist/group.h): an all_gather of every rank's fingerprint, as int64
 // words of a fixed-size text, straight on the process group (not numbered, not logged).
 void check_same_operation(Group::State& s, const CommRecord& record) {
@@ -107,8 +121,7 @@ void check_same_operation(Group::State& s, const CommRecord& record) {
     if (!work->wait(s.timeout)) throw std::runtime_error("timed out after " + seconds_text(s.timeout));
   } catch (const std::exception& e) {
     throw DistError("rank " + std::to_string(s.rank) + ": checking that every rank is about to run " +
-                    name_of(record) + " failed: " + what_of(e) + ". Another rank has probably stopped (crashed, "
-                    "killed, or waiting elsewhere): its log says why");
+                    name_of(record) + " failed: " + as_sentence(what_of(e)) + who_stopped(s));
   }
   std::vector<std::string> theirs;
   bool agree = true;
@@ -149,8 +162,7 @@ void PendingWork::wait() {
     if (!f->work->wait(s.timeout)) throw std::runtime_error("timed out after " + seconds_text(s.timeout));
   } catch (const std::exception& e) {
     throw DistError("rank " + std::to_string(s.rank) + ": " + name_of(f->record) + " failed: " +
-                    what_of(e) + ". Another rank has probably stopped (crashed, killed, or waiting "
-                    "elsewhere): its log says why");
+                    as_sentence(what_of(e)) + who_stopped(s));
   }
   f->record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - f->start).count();
   s.log.add(f->record);
@@ -160,6 +172,7 @@ namespace {
 
 PendingWork start(Group::State& s, CommRecord record, const Launch& launch) {
   record.sequence = ++s.sequence;
+  if (s.heartbeat) s.heartbeat->at_operation(name_of(record));
   // Point-to-point pairs differ by design (a send meets a recv): only collectives are compared.
   if (s.check_collectives && s.size > 1 && record.op != "send" && record.op != "recv") {
     check_same_operation(s, record);
@@ -170,7 +183,8 @@ PendingWork start(Group::State& s, CommRecord record, const Launch& launch) {
   try {
     f->work = launch(*s.pg);
   } catch (const std::exception& e) {
-    throw DistError("rank " + std::to_string(s.rank) + ": " + name_of(record) + " failed: " + what_of(e));
+    throw DistError("rank " + std::to_string(s.rank) + ": " + name_of(record) + " failed: " + what_of(e) + "." +
+                    who_stopped(s));
   }
   f->record = std::move(record);
   return PendingWork(std::move(f));
@@ -197,6 +211,9 @@ int Group::local_world_size() const { return state_->local_world_size; }
 int Group::local_rank() const { return state_->local_rank; }
 int Group::ranks_on_this_machine() const { return state_->ranks_on_this_machine; }
 CommLog& Group::log() { return state_->log; }
+void Group::note_step(int64_t step) {
+  if (state_->heartbeat) state_->heartbeat->at_step(step);
+}
 void Group::check_collectives(bool on) { state_->check_collectives = on; }
 bool Group::checks_collectives() const { return state_->check_collectives; }
 
@@ -398,6 +415,11 @@ std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<c10d::ProcessGroup>
   state->local_world_size = local_world_size;
   state->ranks_on_this_machine = std::max(ranks_on_this_machine, local_world_size);
   return std::make_unique<Group>(std::move(state));
+}
+
+void attach_heartbeat(Group& group, c10::intrusive_ptr<c10d::Store> store, std::unique_ptr<Heartbeat> heartbeat) {
+  group.state().store = std::move(store);
+  group.state().heartbeat = std::move(heartbeat);
 }
 
 void CommLog::add(CommRecord r) {

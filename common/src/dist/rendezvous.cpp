@@ -11,10 +11,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "dtlab/dist/detail/c10d.h"
+#include "dtlab/dist/detail/heartbeat.h"
 #include "dtlab/dist/group.h"
 #include "dtlab/dist/netdev.h"
 
@@ -86,9 +90,43 @@ void probe_store(c10d::Store& store, const Settings& s) {
   } catch (const std::exception& e) {
     throw DistError(who(s) + ": " + master(s) + " accepted the connection but did not answer as a rendezvous "
                     "within " + seconds_text(limit) + ": another program listens on that port (where rank 0 "
-                    "runs, it says the port is in use). Pick another --master_port, or check --master_ip (" +
-                    what_of(e) + ")");
+                    "runs, it says the port is in use), or rank 0 is suspended (Ctrl-Z, a debugger). Pick another "
+                    "--master_port, or check --master_ip (" + what_of(e) + ")");
   }
+}
+
+// What a rendezvous that did not complete observed, in one sentence. Every query is bounded
+// (Note [Who stopped]: a stopped master accepts connections and never answers): first whether the
+// store still answers, then which ranks registered and with which world size.
+std::string rendezvous_failure(c10d::Store& store, const Settings& s, const std::vector<std::string>& keys,
+                               std::chrono::steady_clock::time_point waited_from) {
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count();
+  try {
+    store.wait({keys[s.rank]}, detail::kStoreAnswer);  // this rank's own key: a live store has it
+  } catch (const std::exception&) {
+    return fmt::format("{}: rendezvous at {} failed after {:.1f} s: the master (rank 0) stopped answering while this "
+                       "rank waited for the others. Rank 0 gives up when a rank has not arrived within --timeout "
+                       "and its log names the missing rank(s) (did every rank start, with the same --world_size?); "
+                       "otherwise it was killed or stopped", who(s), master(s), waited);
+  }
+  std::string missing, mismatched;
+  for (int r = 0; r < s.world_size; ++r) {
+    if (r == s.rank) continue;  // this rank did arrive
+    if (!store.check({keys[r]})) {
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      continue;
+    }
+    const std::vector<uint8_t> v = store.get(keys[r]);
+    const std::string text(v.begin(), v.end());
+    const size_t first = text.find('\n'), second = text.find('\n', first + 1);
+    const std::string their_world = text.substr(first + 1, second - first - 1);
+    if (their_world != std::to_string(s.world_size)) {
+      mismatched += fmt::format("; rank {} arrived with --world_size {}", r, their_world);
+    }
+  }
+  return fmt::format("{}: rendezvous at {} timed out after {}: rank(s) {} of world size {} never arrived{} (did every "
+                     "rank start, with the same --world_size?)", who(s), master(s), seconds_text(s.timeout),
+                     missing.empty() ? "?" : missing, s.world_size, mismatched);
 }
 
 struct Locality {
@@ -107,28 +145,11 @@ Locality rendezvous(c10d::Store& store, const Settings& s, const std::string& ad
   store.set("dtlab/rank/" + std::to_string(s.rank), std::vector<uint8_t>(value.begin(), value.end()));
   std::vector<std::string> keys;
   for (int r = 0; r < s.world_size; ++r) keys.push_back("dtlab/rank/" + std::to_string(r));
+  const auto waited_from = std::chrono::steady_clock::now();
   try {
     store.wait(keys, s.timeout);
   } catch (const std::exception&) {
-    std::string missing;
-    bool store_lost = false;
-    for (int r = 0; r < s.world_size && !store_lost; ++r) {
-      if (r == s.rank) continue;  // this rank did arrive
-      try {
-        if (!store.check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      } catch (const std::exception&) {
-        store_lost = true;
-      }
-    }
-    if (store_lost) {
-      throw DistError(who(s) + ": rendezvous at " + master(s) + " failed: the master (rank 0) stopped "
-                      "while this rank waited for the others; rank 0's log names the missing rank(s) "
-                      "(did every rank start, with the same --world_size?)");
-    }
-    throw DistError(who(s) + ": rendezvous at " + master(s) + " timed out after " + seconds_text(s.timeout) +
-                    ": rank(s) " + (missing.empty() ? "?" : missing) + " of world size " +
-                    std::to_string(s.world_size) + " never arrived (did every rank start, with the "
-                    "same --world_size?)");
+    throw DistError(rendezvous_failure(store, s, keys, waited_from));
   }
   Locality here;
   for (int r = 0; r < s.world_size; ++r) {
@@ -177,6 +198,33 @@ c10::intrusive_ptr<c10d::ProcessGroup> connect_backend(const c10::intrusive_ptr<
   }
 }
 
+// Note [Who stopped] (dist/detail/heartbeat.h): this rank's heartbeat, on a store connection of
+// its own. DTLAB_HEARTBEAT_SECONDS sets the interval; 0 turns it off (to measure what it costs).
+std::unique_ptr<detail::Heartbeat> start_heartbeat(const Settings& s) {
+  std::chrono::milliseconds interval = detail::kBeatInterval;
+  if (const char* env = std::getenv("DTLAB_HEARTBEAT_SECONDS")) {
+    try {
+      interval = std::chrono::milliseconds(static_cast<int64_t>(std::stod(env) * 1000));
+    } catch (const std::exception&) {
+      throw Error(std::string("DTLAB_HEARTBEAT_SECONDS=") + env + ": not a number of seconds");
+    }
+    if (interval.count() <= 0) return nullptr;
+  }
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(s.master_port);
+  options.isServer = false;
+  options.waitWorkers = false;
+  options.timeout = s.timeout;
+  try {
+    auto store = c10::make_intrusive<c10d::TCPStore>(s.master_addr, options);
+    return std::make_unique<detail::Heartbeat>(
+        c10::make_intrusive<c10d::PrefixStore>("dtlab/attempt_" + std::to_string(s.restart_count), store), s.rank,
+        interval);
+  } catch (const std::exception& e) {
+    throw DistError(who(s) + ": cannot open a second connection to the rendezvous at " + master(s) + ": " + what_of(e));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Group> init_process_group(const Settings& s) {
@@ -186,9 +234,11 @@ std::unique_ptr<Group> init_process_group(const Settings& s) {
   const c10::intrusive_ptr<c10d::Store> store = connect_store(s);
   if (s.world_size > 1) probe_store(*store, s);
   const Locality here = rendezvous(*store, s, address);
+  std::unique_ptr<detail::Heartbeat> heartbeat = s.world_size > 1 ? start_heartbeat(s) : nullptr;
   std::unique_ptr<Group> group =
       wrap_process_group(connect_backend(store, s, address), s.rank, s.world_size, s.timeout, s.backend,
                          s.local_rank.value_or(here.local_rank), here.local_world_size, here.ranks_on_this_machine);
+  if (heartbeat) attach_heartbeat(*group, store, std::move(heartbeat));
   group->check_collectives(s.check_collectives);
   return group;
 }

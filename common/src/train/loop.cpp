@@ -109,6 +109,7 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
       if (steps >= plan.total_steps) break;
       const data::Batch batch = data.batch(rows);
       const double lr = state.scheduler->last_lr();
+      if (run.group) run.group->note_step(steps + 1);  // named if this rank stops (Note [Who stopped])
       report::Stopwatch step_time;
       const StepResult r = step(state, {steps + 1, epoch, &rows, &batch});
       const double seconds = step_time.seconds();

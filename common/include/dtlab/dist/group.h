@@ -84,6 +84,8 @@ class Group {
   struct State;  // the c10d process group and this rank's bookkeeping (dist/group.cpp)
   explicit Group(std::unique_ptr<State> state);
   ~Group();
+  // The c10d side, for dist/detail/ only (State is defined there, out of student headers).
+  State& state() { return *state_; }
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
@@ -129,6 +131,10 @@ class Group {
   PendingWork recv_async(torch::Tensor& tensor, int src, const std::string& tag = "");
 
   CommLog& log();
+
+  // The training step this rank is at (the loop says so before each): named, with the operation,
+  // when another rank reports that this one stopped (Note [Who stopped], dist/detail/heartbeat.h).
+  void note_step(int64_t step);
 
   // Note [Desync detection]: every rank must issue the same collectives in the same order; when
   // one does not (a rank that skips the gradient all_reduce reaches the loss all_reduce of the

@@ -10,9 +10,12 @@
 #include <memory>
 #include <string>
 
+#include "dtlab/dist/detail/heartbeat.h"
 #include "dtlab/dist/group.h"
 
 namespace dtlab::dist {
+
+using detail::Heartbeat;
 
 struct Group::State {
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
@@ -24,6 +27,10 @@ struct Group::State {
   CommLog log;
   int64_t sequence = 0;  // operations issued by this rank: named in every error message
   bool check_collectives = false;  // Note [Desync detection] in dist/group.h
+  // Note [Who stopped] (dist/detail/heartbeat.h): the rendezvous store and this rank's heartbeat;
+  // null for groups made without a rendezvous (tests' thread ranks), whose errors then say less.
+  c10::intrusive_ptr<c10d::Store> store;
+  std::unique_ptr<Heartbeat> heartbeat;
 };
 
 // The first line of an exception's message, without c10's backtrace: how dist's errors quote
@@ -38,5 +45,9 @@ std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<c10d::ProcessGroup>
                                           int size, std::chrono::milliseconds timeout,
                                           std::string backend, int local_rank = 0,
                                           int local_world_size = 1, int ranks_on_this_machine = 1);
+
+// Note [Who stopped]: gives the group the rendezvous store and this rank's heartbeat, so that its
+// failed operations name the rank that stopped.
+void attach_heartbeat(Group& group, c10::intrusive_ptr<c10d::Store> store, std::unique_ptr<Heartbeat> heartbeat);
 
 }  // namespace dtlab::dist

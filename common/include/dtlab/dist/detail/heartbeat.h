@@ -1,0 +1,77 @@
+// Which rank stopped: every rank's heartbeat in the rendezvous store, read by a survivor when one
+// of its operations fails. Kit-internal (it speaks c10d's Store); dist/group.cpp uses it.
+//
+// Note [Who stopped]: when a rank is killed or stopped, the others learn it only from Gloo, which
+// names a peer by an address and an ephemeral port ("Connection closed by peer
+// [127.0.0.1]:43512"), or not at all (a stopped rank just never answers: the collective times
+// out). So each rank runs a heartbeat thread that writes, every kBeatInterval, a counter, its
+// wall-clock time and where it is (step and operation) to the store under beat/<rank>, at the
+// start of every training step and at least every kBeatInterval, over a
+// store connection of its own (a beat never waits behind the main thread's store calls). A rank
+// whose operation failed reads every beat, waits kStoppedAfter, and reads them again: a rank whose
+// counter did not move has stopped (a live rank beats even while it waits in a collective,
+// because the beat is its own thread). When the store itself does not answer, the rank that
+// serves it, rank 0, is the one that stopped (or has already ended). Rank 0 waits, before it
+// leaves, for the ranks still reading (keys diagnosing/<rank>, diagnosed/<rank>), so that its
+// exit does not cut their diagnosis short. Every read is bounded: the diagnosis adds at most
+// kStoppedAfter plus kStoreAnswer to the failure it explains (rank 0: twice that).
+//
+// Cost: one small store write per rank per step and every half second, on a thread of its own, and one
+// string copy under a mutex per operation (measured in DESIGN.md, "Failures that name the rank").
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace dtlab::dist::detail {
+
+constexpr std::chrono::milliseconds kBeatInterval{500};
+// Long enough that a live rank's beat thread has surely run again on a loaded machine, short
+// enough that rank 0 (whose store the others read) is still there when they read again.
+constexpr std::chrono::milliseconds kStoppedAfter{1200};
+// A live store answers in a millisecond: this long without an answer means it is gone.
+constexpr std::chrono::milliseconds kStoreAnswer{2000};
+
+class Heartbeat {
+ public:
+  // Writes the first beat before returning (so every rank's key exists once the rendezvous is
+  // over), then beats every `interval` on its own thread. beat_store: a connection of its own.
+  Heartbeat(c10::intrusive_ptr<c10d::Store> beat_store, int rank, std::chrono::milliseconds interval);
+  ~Heartbeat();  // stops and joins the thread (it sleeps on a condition variable, so at once)
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  // Where this rank is: the training step (beats at once) and the operation it runs now. Any thread.
+  void at_step(int64_t step);
+  void at_operation(std::string operation);
+
+ private:
+  void beat();
+  void run();
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string key_;
+  std::chrono::milliseconds interval_;
+  std::atomic<int64_t> step_{0};
+  int64_t count_ = 0;  // the beat thread's only
+  std::mutex mutex_;   // guards operation_, due_ and stop_
+  std::string operation_ = "the rendezvous";
+  bool due_ = false;   // at_step asks for a beat now
+  bool stop_ = false;
+  std::condition_variable wake_;
+  std::thread thread_;
+};
+
+// Note [Who stopped]: " Rank 2 stopped: last heard from 1.3 s ago, in step 12; its last operation
+// then: all_reduce #41 (gradients) (...)." — the sentence a failed operation of rank `rank` appends to its error, or ""
+// when it cannot tell. Never throws; takes at most kStoreAnswer + kStoppedAfter.
+std::string who_stopped(c10d::Store& store, int rank, int world);
+
+}  // namespace dtlab::dist::detail
