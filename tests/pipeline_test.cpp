@@ -596,7 +596,21 @@ int process_threads() {
   return count;
 }
 
+// Waits (up to 2 s) until the process's thread count holds still: the OpenMP team of a thread
+// that ended (an earlier test's worker) exits on its own, after that thread is joined.
+void settle_threads() {
+  const Clock::time_point limit = Clock::now() + std::chrono::seconds(2);
+  int last = process_threads();
+  while (Clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const int now = process_threads();
+    if (now == last) return;
+    last = now;
+  }
+}
+
 TEST(PipelineWorkers, ThreadsPerStageAreSetInsideEachStage) {
+  settle_threads();
   const int caller_threads = at::get_num_threads();
   struct Seen {
     int num_threads = 0;

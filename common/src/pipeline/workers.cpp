@@ -18,7 +18,9 @@ namespace workers_detail {
 // How long the constructor waits for a new thread to start: far more than it ever takes.
 constexpr std::chrono::seconds kStartTimeout{60};
 
-int64_t bytes_of(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
+int64_t bytes_of(const torch::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
 
 std::string shape_of(const torch::Tensor& t) {
   std::ostringstream out;

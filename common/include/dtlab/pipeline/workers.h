@@ -57,23 +57,26 @@ struct StageWorkersOptions {
 // to the stage's input in the recorded input's .grad, which the driver hands to the previous
 // stage. A parameter two stages share (GPT-2's tied embeddings) receives both stages'
 // gradients from two threads: LibTorch 1.13's AccumulateGrad::apply takes a mutex of the
-// parameter's single AccumulateGrad node (accumulate_grad.cpp, Note [Thread Safety on Autograd
-// Node] in function.h), so the two additions cannot interleave; PipelineGpt2 tests it.
+// parameter's AccumulateGrad node, of which there is one while any graph holds it
+// (accumulate_grad.cpp, Note [Thread Safety on Autograd Node] in function.h), so the two
+// additions cannot interleave. PipelineTransparency.SharedParameterGradientsFromTwoStageThreads
+// AddUp and PipelineGpt2 check the sums.
 //
 // Note [Threads per stage]: each worker calls at::set_num_threads(threads_per_stage) on itself at
 // start. With LibTorch's OpenMP backend (Debian's 1.13, libgomp) that is omp_set_num_threads,
 // whose count belongs to the calling thread (libgomp keeps the nthreads ICV per thread), so
-// LibTorch's kernels on a stage fork teams of that many threads (OpenBLAS too: openblas-openmp
-// reads the caller's omp_get_max_threads) and the driver keeps its own count. Two catches, both
-// handled here: LibTorch initialises a thread's count lazily on its first parallel op, to the
-// last value ANY thread gave at::set_num_threads, which would undo an earlier setting, so the
-// worker forces that initialisation first (at::get_num_threads()); and at::set_num_threads
-// records its value as that default for threads not yet initialised, so the constructor
-// initialises the calling thread before starting the workers. It also resizes LibTorch's one
-// global pthreadpool (XNNPACK/QNNPACK's, unused by these float kernels). Also found: at::parallel_for
-// written in dtlab's (or a student's) code runs serially whatever the count, since it is a
-// header template and nothing here compiles with -fopenmp; only LibTorch's own kernels fork.
-// PipelineWorkers.ThreadsPerStageAreSetInsideEachStage checks the team a kernel runs on.
+// LibTorch's kernels on a stage fork teams of that many threads and the driver keeps its own
+// count (OpenBLAS 0.3.21's openmp build reads the caller's omp_get_max_threads too, by its
+// source; not tested here). Two catches, both handled: LibTorch initialises a thread's count
+// lazily on its first parallel op, to the last value ANY thread gave at::set_num_threads, which
+// would undo an earlier setting, so the worker forces that initialisation first
+// (at::get_num_threads()); and at::set_num_threads keeps its value as that default for threads
+// not yet initialised, so the constructor initialises the calling thread before starting the
+// workers. It also resizes LibTorch's one global pthreadpool (XNNPACK/QNNPACK's, not used by
+// these float kernels). Also found: an at::parallel_for written in dtlab's (or a student's) code
+// runs serially whatever the count: it is a header template, and nothing here compiles with
+// -fopenmp; only LibTorch's own kernels fork. PipelineWorkers.ThreadsPerStageAreSetInsideEachStage
+// counts the team a kernel runs on, with two runtimes of different counts.
 //
 // Threading contract: one driver thread calls submit, collect, clear and the destructor; the
 // workers are internal. Every result is delivered through collect(stage), in the order its
