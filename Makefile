@@ -46,7 +46,7 @@ comma := ,
 
 .PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo gpt2-real \
         bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
-        $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%)
+        $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%) pipeline pipeline-solution
 
 help:
 	@echo "make demo            build, grade $(if $(HAVE_SOLUTIONS),the reference solutions,YOUR exercises) with 4 local ranks, render the report"
@@ -60,6 +60,7 @@ help:
 	@echo "make task2a          YOUR task 2a on WORLD=4 local ranks (also task2b task3 task4$(if $(HAVE_SOLUTIONS),$(comma) and -solution))"
 	@echo "make test-task2a     the tests of task 2a (also test-task2b test-task3 test-task4)"
 	@echo "make dp              YOUR GPT-2 data parallel (tasks/dp) on WORLD=4 local ranks; DP_MODEL=gpt2 for GPT-2 small's shape"
+	@echo "make pipeline        YOUR GPT-2 pipeline (tasks/pipeline): single stage, model parallel, pipeline; their throughput"
 	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
 	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
@@ -107,6 +108,25 @@ $(LM_TASKS) $(LM_TASKS:%=%-solution): fixtures
 	  --global_batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --num_epochs $(GPT2_EPOCHS) --seed $(SEED) \
 	  --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
 	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(WORLD) --local_rank {rank} $(ARGS)
+
+# GPT-2 pipeline parallel (pipeline) in one process: the same GPT-2 as dp, its layers on
+# PIPE_STAGES worker threads, PIPE_STEPS steps of GPT2_BATCH pairs in three modes: single stage,
+# model parallel (1 micro-batch) and pipeline (PIPE_MICRO micro-batches). Each run prints its
+# throughput; the last lines put them side by side.
+PIPE_STAGES ?= 2
+PIPE_MICRO  ?= 4
+PIPE_STEPS  ?= 30
+pipeline pipeline-solution: fixtures
+	@mkdir -p $(OUT)/$@
+	@for mode in "single:--stages 1" "model-parallel:--stages $(PIPE_STAGES) --micro_batches 1" \
+	             "pipeline:--stages $(PIPE_STAGES) --micro_batches $(PIPE_MICRO)"; do \
+	  name=$${mode%%:*}; flags=$${mode#*:}; echo "== $@ $$name: $$flags"; \
+	  $(BUILD)/$@ --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
+	    --batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --max_steps $(PIPE_STEPS) --no_eval --seed $(SEED) \
+	    --output_dir $(OUT)/$@/$$name --overwrite_output_dir --no_save $$flags $(ARGS) \
+	    | tee $(OUT)/$@/$$name.log || exit $$?; \
+	done; echo "== $@: throughput by mode"; grep -H "^throughput" $(OUT)/$@/single.log $(OUT)/$@/model-parallel.log \
+	  $(OUT)/$@/pipeline.log
 
 # GPT-2 learns the invented German->English fixture in one process (dtlab-gpt2, the reference of
 # the language-model exercises): per-epoch validation loss, perplexity, BLEU and a few

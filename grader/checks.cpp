@@ -17,6 +17,7 @@ std::vector<CheckSpec> checks_of_kind(const Exercise& e) {
   if (e.kind == "ddp") return data_parallel_checks(e.name, /*ddp=*/true);
   if (e.kind == "traffic") return traffic_checks(e.name);
   if (e.kind == "dp") return lm_data_parallel_checks(e.name);
+  if (e.kind == "pipeline") return pipeline_checks(e.name);
   throw Error("exercises.txt: " + e.name + " has the kind '" + e.kind + "', which has no checks");
 }
 

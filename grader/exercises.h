@@ -32,7 +32,7 @@ inline constexpr const char* kReferenceGpt2 = "reference-gpt2";
 // whose launch is "ranks" is distributed (--master_ip ... --local_rank).
 bool single_process(const std::string& exercise);
 
-// Whether a run trains GPT-2 on the translation fixture (dtlab-gpt2 and the dp kind) rather
+// Whether a run trains GPT-2 on the translation fixture (dtlab-gpt2, the dp and pipeline kinds) rather
 // than BERT on RTE: the two take different flags.
 bool trains_gpt2(const std::string& exercise);
 

@@ -55,7 +55,19 @@ const std::vector<Mutant> kDpMutants = {
     {"dp", "averaged_too_late", "gradients", "wrong number", "differs from rank 0's", 120},
 };
 
+// The original pipeline exercise's tests compared forward outputs only and never proved that
+// stages ran at the same time; each of these passes such tests and fails a check here.
+const std::vector<Mutant> kPipelineMutants = {
+    {"pipeline", "sequential_pipe", "concurrency", "wrong number", "the forward tasks of tick 1 did not run at the same time", 120},
+    {"pipeline", "backward_not_pipelined", "concurrency", "wrong number", "the backward tasks of tick 1 did not run at the same time", 120},
+    {"pipeline", "schedule_off_by_one", "schedule", "wrong number", "clock_cycles(1, 1): tick 0 is []", 120},
+    {"pipeline", "unscaled_micro_losses", "transparency", "wrong number", "no scaling per micro-batch", 120},
+    {"pipeline", "dropped_block", "transparency", "wrong number", "does every layer of the model run, once, in order", 120},
+    {"pipeline", "group_by_device", "split", "wrong number", "returns to an earlier device starts a new partition", 120},
+};
+
 std::string mutants_binary(const std::string& exercise) {
+  if (exercise == "pipeline") return DTLAB_PIPELINE_MUTANTS_BIN;
   return exercise == "dp" ? DTLAB_DP_MUTANTS_BIN : DTLAB_TASK2B_MUTANTS_BIN;
 }
 
@@ -90,7 +102,8 @@ TEST_P(GraderMutants, FailTheCheckThatShouldCatchThem) {
 // The same binaries without a mutant pass the same checks: the failures above are the bugs'.
 TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
   for (const auto& [exercise, checks] : {std::pair{std::string("task2b"), "broadcast"},
-                                         std::pair{std::string("dp"), "partition,gradients"}}) {
+                                         std::pair{std::string("dp"), "partition,gradients"},
+                                         std::pair{std::string("pipeline"), "schedule,split,transparency,concurrency"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_GRADER_BIN, "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
@@ -168,6 +181,7 @@ std::string test_name(const ::testing::TestParamInfo<Mutant>& p) {
 
 INSTANTIATE_TEST_SUITE_P(Task2b, GraderMutants, ::testing::ValuesIn(kTask2bMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Dp, GraderMutants, ::testing::ValuesIn(kDpMutants), test_name);
+INSTANTIATE_TEST_SUITE_P(Pipeline, GraderMutants, ::testing::ValuesIn(kPipelineMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Task2b, FairGrading, ::testing::ValuesIn(kFairCases),
                          [](const ::testing::TestParamInfo<FairCase>& p) { return p.param.mutant; });
 

@@ -116,6 +116,20 @@ void add_lm_flags(CLI::App& app, LmOptions& o, bool distributed) {
                  "(default: --per_device_batch_size per rank)");
 }
 
+void add_pipeline_flags(CLI::App& app, LmOptions& o) {
+  app.add_option("--stages", o.stages, "Pipeline stages (workers) GPT-2's layers are split over; 1: the model as it is")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--micro_batches", o.micro_batches,
+                 "Micro-batches each batch is split into; 1: plain model parallelism")->check(CLI::PositiveNumber);
+  app.add_option("--balance", o.balance,
+                 "Layers per stage, e.g. 3,3 (embeddings, blocks, head in order); default: balanced by the kit")
+      ->delimiter(',');
+  app.add_option("--probe", o.probe,
+                 "Grading aid: instead of training, exercise the pipeline on synthetic layers and write "
+                 "OUTPUT_DIR/results.json (schedule, split, transparency, concurrency, errors)")
+      ->check(CLI::IsMember({"schedule", "split", "transparency", "concurrency", "errors"}));
+}
+
 void validate(const LmOptions& o) {
   validate_model_source(o);
   if (!fs::is_directory(o.data_dir)) {

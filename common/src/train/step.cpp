@@ -14,14 +14,18 @@ StepResult training_step(TrainState& state, const StepInput& input, GradientSync
   StepResult result;
   result.comm_seconds = sync.after_backward();
   if (after_sync) after_sync(input, *state.module);
+  apply_update(state);
+  result.loss = loss.item<float>();
+  return result;
+}
+
+void apply_update(TrainState& state) {
   if (state.max_grad_norm > 0) {
     torch::nn::utils::clip_grad_norm_(state.module->parameters(), state.max_grad_norm);
   }
   state.optimizer->step();
   state.scheduler->step();
   state.module->zero_grad();
-  result.loss = loss.item<float>();
-  return result;
 }
 
 }  // namespace dtlab::train

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dtlab/dist/settings.h"
 
@@ -52,11 +53,23 @@ struct LmOptions {
   // Data-parallel exercises only.
   dist::LaunchFlags launch;
   std::optional<int64_t> global_batch_size;  // per-rank batch = global / world size
+
+  // The pipeline exercise only: GPT-2's layers on `stages` workers (1: the model as it is), the
+  // batch in `micro_batches` (1: plain model parallelism), layers per stage (empty: balanced by
+  // the kit, pipeline/gpt2_layout.h); probe: a grading aid that exercises the student's pipeline
+  // on synthetic layers instead of training (common/drivers/pipeline_probe.cpp).
+  int stages = 2;
+  int micro_batches = 4;
+  std::vector<int> balance;
+  std::string probe;
 };
 
 // Adds the flags to app; distributed adds the launch flags (--master_ip ...) and
 // --global_batch_size.
 void add_lm_flags(CLI::App& app, LmOptions& options, bool distributed = false);
+
+// The pipeline exercise's flags: --stages, --micro_batches, --balance, --probe.
+void add_pipeline_flags(CLI::App& app, LmOptions& options);
 
 // Checks values CLI11 cannot (one model source, positive sizes, existing folders, a known
 // preset). Throws dtlab::Error naming the flag.

@@ -13,6 +13,7 @@
 
 #include "dtlab/dist/group.h"
 #include "dtlab/lm/options.h"
+#include "dtlab/lm/pipeline_step.h"
 #include "dtlab/model/gpt2.h"
 #include "dtlab/train/gradient_sync.h"
 #include "dtlab/train/loop.h"
@@ -45,9 +46,18 @@ struct DataParallelParts {
   train::SyncFunction average_gradients;
 };
 
+// What the pipeline exercise brings: GPT-2 behind the student's Pipe (its layers on `devices`,
+// the batch in micro_batches), and the grading aid --probe (LmOptions::probe), which returns the
+// exit code.
+struct PipelineParts {
+  std::function<PipelinedModel(model::Gpt2LMHeadModel, const std::vector<int>& devices, int micro_batches)> prepare;
+  std::function<int(const LmOptions&)> probe;
+};
+
 struct LmExercise {
   std::string name = "gpt2";                       // printed and in results.json
   std::optional<DataParallelParts> data_parallel;  // set: the run has ranks (and launch flags)
+  std::optional<PipelineParts> pipeline;           // set: --stages, --micro_batches, --balance, --probe
 };
 
 // Trains and evaluates: tokenizer, data and model from the flags, AdamW with a linear schedule,

@@ -36,4 +36,8 @@ using AfterSync = std::function<void(const StepInput&, const torch::nn::Module&)
 StepResult training_step(TrainState& state, const StepInput& input, GradientSync& sync,
                          const AfterSync& after_sync = nullptr);
 
+// The end of every step, once the gradients are final: clip (state.max_grad_norm), optimiser
+// step, schedule step, zero the gradients. A step of its own (the pipeline's) calls it too.
+void apply_update(TrainState& state);
+
 }  // namespace dtlab::train

@@ -1,0 +1,24 @@
+// Where GPT-2's layers go in a pipeline: the device of each of its num_stages() layers (Note
+// [Stages] in model/gpt2.h), balanced by what each layer computes, or as an explicit balance.
+// The kit's part of the pipeline exercise; the students' prepare_pipeline_parallel takes it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dtlab/model/gpt2.h"
+
+namespace dtlab::pipeline {
+
+// What each layer costs to run, in parameters multiplied per token: a block's parameters; the
+// head's output projection (vocab x width, the tied embedding matrix) and ln_f; the embeddings
+// nothing (a lookup, not a product). Balancing parameters as stored would put the embeddings'
+// vocab x width matrix on a stage of its own and leave the head's identical product unweighed.
+std::vector<int64_t> gpt2_layer_costs(const model::Gpt2LMHeadModel& model);
+
+// The device (stage) of every layer: balance (layers per stage, torchgpipe's list) when given,
+// else balance_by_size over gpt2_layer_costs into `stages`. Errors name --stages or --balance.
+std::vector<int> gpt2_layer_devices(const model::Gpt2LMHeadModel& model, int stages,
+                                    const std::vector<int>& balance = {});
+
+}  // namespace dtlab::pipeline

@@ -1,0 +1,44 @@
+// GPT-2's layers on the stages of a pipeline, see pipeline/gpt2_layout.h.
+#include "dtlab/pipeline/gpt2_layout.h"
+
+#include <fmt/format.h>
+
+#include "dtlab/core/error.h"
+#include "dtlab/pipeline/balance.h"
+
+namespace dtlab::pipeline {
+
+std::vector<int64_t> gpt2_layer_costs(const model::Gpt2LMHeadModel& model) {
+  const model::Gpt2Config& c = model->config();
+  std::vector<int64_t> costs;
+  costs.push_back(0);  // embeddings: a lookup
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    int64_t n = 0;
+    for (const auto& p : model->transformer->block(i)->parameters()) n += p.numel();
+    costs.push_back(n);
+  }
+  costs.push_back(c.vocab_size * c.n_embd + 2 * c.n_embd);  // lm_head's product and ln_f
+  return costs;
+}
+
+std::vector<int> gpt2_layer_devices(const model::Gpt2LMHeadModel& model, int stages, const std::vector<int>& balance) {
+  const int layers = static_cast<int>(model->num_stages());
+  std::vector<int> counts = balance;
+  if (counts.empty()) {
+    if (stages < 1 || stages > layers) {
+      throw Error(fmt::format("--stages {}: GPT-2 with {} blocks has {} layers (embeddings, blocks, head): give "
+                              "1 to {} stages", stages, layers - 2, layers, layers));
+    }
+    counts = balance_by_size(gpt2_layer_costs(model), stages);
+  } else {
+    try {
+      check_balance(counts, layers);
+    } catch (const Error& e) {
+      throw Error(fmt::format("--balance: {} (GPT-2 here has {} layers: embeddings, {} blocks, head)", e.what(),
+                              layers, layers - 2));
+    }
+  }
+  return stage_of_layers(counts);
+}
+
+}  // namespace dtlab::pipeline
