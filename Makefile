@@ -45,7 +45,7 @@ DEMO_WHAT := $(if $(HAVE_SOLUTIONS),--solutions,)
 comma := ,
 
 .PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo gpt2-real \
-        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
+        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
         $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%) pipeline pipeline-solution
 
 help:
@@ -66,6 +66,7 @@ help:
 	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
 	@echo "make bench-gpt2      time the GPT-2 training step (gpt2-mini, GPT-2 small; batch 8 x 128)"
 	@echo "make bench-dp-gpt2   time the dp exercise's step at 1, 2, 4 ranks (gpt2-mini, GPT-2 small; 8 x 128 per rank)"
+	@echo "make bench-pipeline  time the pipeline exercise's step: model parallel vs 8 micro-batches, 2 balanced stages"
 	@echo "make bench-gpt2-eager  the same step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
@@ -204,6 +205,9 @@ bench-gpt2: configure
 
 bench-dp-gpt2: configure
 	cmake --build $(BUILD) --target bench-dp-gpt2
+
+bench-pipeline: configure
+	cmake --build $(BUILD) --target bench-pipeline
 
 # The same GPT-2 step in eager PyTorch (transformers, Debian's PyTorch 1.13) in alternating rounds:
 # tooling, it needs tests/golden/setup_venv.sh once (PyPI).

@@ -98,7 +98,7 @@ int check_command(const CheckFlags& f) {
       } else {
         outcome = run_check(*c, runner);
       }
-      fmt::print("  {:<20} {:<16} {:5.1f} s\n", c->name(), status_name(outcome.verdict.status), outcome.seconds);
+      fmt::print("  {:<22} {:<16} {:5.1f} s\n", c->name(), status_name(outcome.verdict.status), outcome.seconds);
       std::fflush(stdout);
       outcomes.push_back(outcome);
       // After every check, so an interrupted grading still leaves what it found.

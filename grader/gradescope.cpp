@@ -49,12 +49,12 @@ std::string describe_provenance(const nlohmann::json& p) {
 }
 
 std::string format_table(const std::vector<CheckOutcome>& outcomes, const nlohmann::json& provenance) {
-  std::string out = fmt::format("{:<20} {:>7}  {:<16} {}\n", "check", "points", "result", "what must hold");
+  std::string out = fmt::format("{:<22} {:>7}  {:<16} {}\n", "check", "points", "result", "what must hold");
   double score = 0, max_score = 0;
   for (const auto& o : outcomes) {
     score += o.score();
     max_score += o.spec->points;
-    out += fmt::format("{:<20} {:>3g}/{:<3g}  {:<16} {}\n", o.spec->name(), o.score(), o.spec->points,
+    out += fmt::format("{:<22} {:>3g}/{:<3g}  {:<16} {}\n", o.spec->name(), o.score(), o.spec->points,
                        status_name(o.verdict.status), first_line(o.spec->title));
   }
   bool any_failed = false;

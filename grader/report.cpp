@@ -325,14 +325,16 @@ ReportSummary render_report(const ReportOptions& options) {
   report.scores = score_table(folder, report.score, notes);
 
   Plotter plotter{options, out_dir, notes, summary.figures};
-  Table timing, traffic, sweep, dp_scaling;
+  Table timing, traffic, sweep, dp_scaling, pipeline_modes;
   report.figures.push_back(timing_figure(folder, pv, plotter, timing));
   report.figures.push_back(loss_figure(folder, pv, plotter));
   report.figures.push_back(traffic_figure(folder, pv, plotter, traffic));
   report.figures.push_back(sweep_figure(folder, pv, plotter, sweep));
   report.figures.push_back(dp_scaling_figure(folder, pv, plotter, dp_scaling));
   report.figures.push_back(dp_epochs_figure(folder, pv, plotter));
-  for (Table* t : {&timing, &traffic, &sweep, &dp_scaling})
+  report.figures.push_back(pipeline_modes_figure(folder, pv, plotter, pipeline_modes));
+  report.figures.push_back(pipeline_timeline_figure(folder, pv, plotter));
+  for (Table* t : {&timing, &traffic, &sweep, &dp_scaling, &pipeline_modes})
     if (!t->rows.empty()) {
       t->title = fmt::format("Table {}. {}", report.tables.size() + 1, t->title);
       report.tables.push_back(*t);

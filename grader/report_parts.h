@@ -21,7 +21,8 @@ using nlohmann::json;
 inline constexpr double kGnuplotTimeoutSeconds = 60;
 inline const std::vector<std::string> kTimedExercises = {"task2a", "task2b", "task3"};
 inline const std::set<std::string> kPurposes = {"timing", "losses", "reference", "bucket-sweep", "traffic",
-                                                "dp-timing-weak", "dp-timing-strong", "dp-learning"};
+                                                "dp-timing-weak", "dp-timing-strong", "dp-learning",
+                                                "pipeline-timing"};
 
 // Reading JSON leniently: a missing field is reported by the caller, never a crash.
 const json* find(const json& j, std::initializer_list<const char*> keys);
@@ -93,7 +94,8 @@ std::string gp_string(std::string s);
 // Milliseconds with one decimal, from seconds.
 std::string ms(double seconds);
 
-// The figures (report_figures.cpp; the dp exercise's in report_figures_dp.cpp); the tables are
+// The figures (report_figures.cpp; the dp exercise's in report_figures_dp.cpp, the pipeline's in
+// report_figures_pipeline.cpp); the tables are
 // filled alongside.
 Figure timing_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure loss_figure(const Folder& f, const Provenance& pv, Plotter& plotter);
@@ -101,5 +103,7 @@ Figure traffic_figure(const Folder& f, const Provenance& pv, Plotter& plotter, T
 Figure sweep_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure dp_scaling_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure dp_epochs_figure(const Folder& f, const Provenance& pv, Plotter& plotter);
+Figure pipeline_modes_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
+Figure pipeline_timeline_figure(const Folder& f, const Provenance& pv, Plotter& plotter);
 
 }  // namespace dtlab::grader::report_parts

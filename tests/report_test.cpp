@@ -30,7 +30,8 @@ using nlohmann::json;
 
 const fs::path kSample = fs::path(DTLAB_SOURCE_DIR) / "tests" / "data" / "grade-sample";
 const fs::path kPlots = fs::path(DTLAB_SOURCE_DIR) / "plots";
-const std::vector<std::string> kFigures = {"timing", "losses", "traffic", "sweep", "dp_scaling", "dp_epochs"};
+const std::vector<std::string> kFigures = {"timing", "losses",     "traffic",          "sweep",
+                                           "dp_scaling", "dp_epochs", "pipeline_modes", "pipeline_timeline"};
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -81,7 +82,9 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
       {"traffic", {"expected", "measured", "156 steps", "×1.00"}},
       {"sweep", {"6 buckets", "waiting for gradient buckets"}},
       {"dp_scaling", {"batch 8 per rank: real tokens", "global batch 16: with padding", "seconds per epoch"}},
-      {"dp_epochs", {"validation loss", "BLEU", "dp (2 ranks)"}}};
+      {"dp_epochs", {"validation loss", "BLEU", "dp (2 ranks)"}},
+      {"pipeline_modes", {"model-par.", "m=8", "GPipe: (n-1)/(m+n-1)", "stage 1"}},
+      {"pipeline_timeline", {"forward", "backward", "2 stages x 4 micro-batches"}}};
   const std::string md = dtlab::io::read_file(s.markdown);
   for (const std::string& name : kFigures) {
     const fs::path svg = results / "report" / "figures" / (name + ".svg");
@@ -95,7 +98,7 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
     EXPECT_TRUE(fs::is_regular_file(results / "report" / "data" / (name + ".dat"))) << name;
     EXPECT_TRUE(contains(md, "](figures/" + name + ".svg)")) << name;
   }
-  for (int n = 1; n <= 6; ++n) EXPECT_TRUE(contains(md, fmt::format("**Figure {}. ", n))) << n;
+  for (int n = 1; n <= 8; ++n) EXPECT_TRUE(contains(md, fmt::format("**Figure {}. ", n))) << n;
 
   // The HTML stands alone: the SVGs pasted in, no XML prologue, no links to the files.
   const std::string html = dtlab::io::read_file(s.html);
@@ -139,6 +142,17 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
     EXPECT_TRUE(contains(md, fmt::format("BLEU {:.1f}", e["eval_bleu"].get<double>()))) << e.dump();
   }
 
+  // The pipeline table: the model-parallel run's step time, epoch time and bubble, read here.
+  const json mp = run_results(results, "pipeline-timing-mp");
+  const double mp_epoch = mp["timing"]["mean_seconds"].get<double>() *
+                          std::ceil(mp["config"]["train_pairs"].get<double>() /
+                                    mp["config"]["per_rank_train_batch_size"].get<double>());
+  const std::string mp_row = fmt::format("| model parallel | 2 | 1 | {:.1f} | {:.1f} | {:.0f} | {:.2f} | 0.50 |",
+                                         mp["timing"]["mean_seconds"].get<double>() * 1e3, mp_epoch,
+                                         mp["timing"]["tokens_per_second"].get<double>(),
+                                         mp["pipeline"]["mean_bubble_fraction"].get<double>());
+  EXPECT_TRUE(contains(md, mp_row)) << mp_row;
+
   // Figure 2's caption: the largest |loss - reference| of task2b, computed here from the runs.
   const json ref = run_results(results, "reference-w1")["iterations"];
   const json dp = run_results(results, "task2b-losses-w4")["iterations"];
@@ -158,7 +172,8 @@ TEST(Report, EveryFigureCarriesItsProvenance) {
       fmt::format("{}: {} cores, {}", p["hostname"].get<std::string>(), p["cores"].get<int>(), p["cpu"].get<std::string>())};
   const std::map<std::string, std::string> ranks = {
       {"timing", "1, 2, 4 ranks"}, {"losses", "1, 4 ranks"}, {"traffic", "· 4 ranks ·"}, {"sweep", "· 2 ranks ·"},
-      {"dp_scaling", "1, 2, 4 ranks"}, {"dp_epochs", "· 2 ranks ·"}};
+      {"dp_scaling", "1, 2, 4 ranks"}, {"dp_epochs", "· 2 ranks ·"}, {"pipeline_modes", "· 1 rank ·"},
+      {"pipeline_timeline", "· 1 rank ·"}};
   for (const std::string& name : kFigures) {
     const std::string svg = dtlab::io::read_file(results / "report" / "figures" / (name + ".svg"));
     for (const std::string& fact : facts) EXPECT_TRUE(contains(svg, fact)) << name << ": " << fact;
