@@ -46,7 +46,7 @@ comma := ,
 
 .PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo gpt2-real \
         bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
-        $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%) pipeline pipeline-solution
+        $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%) pipeline pipeline-solution cluster-demo
 
 help:
 	@echo "make demo            build, grade $(if $(HAVE_SOLUTIONS),the reference solutions,YOUR exercises) with 4 local ranks, render the report"
@@ -61,6 +61,7 @@ help:
 	@echo "make test-task2a     the tests of task 2a (also test-task2b test-task3 test-task4)"
 	@echo "make dp              YOUR GPT-2 data parallel (tasks/dp) on WORLD=4 local ranks; DP_MODEL=gpt2 for GPT-2 small's shape"
 	@echo "make pipeline        YOUR GPT-2 pipeline (tasks/pipeline): single stage, model parallel, pipeline; their throughput"
+	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates; figure 9 of the report")
 	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
 	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
@@ -128,6 +129,16 @@ pipeline pipeline-solution: fixtures
 	    | tee $(OUT)/$@/$$name.log || exit $$?; \
 	done; echo "== $@: throughput by mode"; grep -H "^throughput" $(OUT)/$@/single.log $(OUT)/$@/model-parallel.log \
 	  $(OUT)/$@/pipeline.log
+
+# Tasks 2a, 2b and 3 on an emulated cluster (root: network namespaces whose links are
+# rate-limited in both directions; scripts/cluster_demo.sh): CLUSTER_RATES x CLUSTER_RANKS, a
+# BERT of BERT-base's width and vocabulary with 2 layers, so that the network decides.
+CLUSTER_RATES ?= 1gbit 2500mbit 10gbit unlimited
+CLUSTER_RANKS ?= 4 2
+CLUSTER_STEPS ?= 6
+cluster-demo: build
+	scripts/cluster_demo.sh --out $(GRADE) --rates "$(CLUSTER_RATES)" --ranks "$(CLUSTER_RANKS)" \
+	  --steps $(CLUSTER_STEPS) --build $(BUILD)
 
 # GPT-2 learns the invented German->English fixture in one process (dtlab-gpt2, the reference of
 # the language-model exercises): per-epoch validation loss, perplexity, BLEU and a few

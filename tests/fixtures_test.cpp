@@ -172,3 +172,26 @@ TEST(Fixtures, TokenizerLowerCasesAndKnowsEveryFixtureWord) {
     }
   }
 }
+
+// --vocab_size pads vocab.txt as BERT-base's [unusedK] entries do: the embeddings grow to a real
+// model's size (what a data-parallel step sends), the tokenizer and the data stay the same.
+TEST(Fixtures, VocabSizePadsWithUnusedEntriesAndKeepsTheTokenizer) {
+  FixtureOptions o = small(0);
+  o.vocab_size = 1000;
+  const fs::path dir = dtlab::test::fresh_temp_dir("fixtures-vocab");
+  dtlab::tooling::write_fixtures(dir, o);
+  auto model = dtlab::model::from_pretrained(dir / "bert-tiny");
+  EXPECT_EQ(model->config().vocab_size, 1000);
+  const auto padded = dtlab::tokenizer::BertTokenizer::from_pretrained(dir / "bert-tiny");
+  const auto plain = dtlab::tokenizer::BertTokenizer::from_pretrained(fixtures(0) / "bert-tiny");
+  EXPECT_EQ(padded.vocab_size(), 1000);
+  const std::string vocab = dtlab::io::read_file(dir / "bert-tiny" / "vocab.txt");
+  EXPECT_NE(vocab.find("\n[unused0]\n"), std::string::npos);
+  EXPECT_NE(vocab.find("\n[unused" + std::to_string(1000 - plain.vocab_size() - 1) + "]\n"), std::string::npos);
+  for (const InputExample& e : examples(0, "train")) {
+    EXPECT_EQ(padded.tokenize(e.text_a), plain.tokenize(e.text_a)) << e.text_a;
+  }
+  o.vocab_size = 10;  // smaller than the words alone
+  EXPECT_THROW_WITH(dtlab::tooling::write_fixtures(dtlab::test::fresh_temp_dir("fixtures-vocab-small"), o),
+                    dtlab::Error, "--vocab_size 10");
+}

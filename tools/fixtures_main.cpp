@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
     app.add_option("--hidden_size", o.hidden_size, "Model width")->capture_default_str();
     app.add_option("--num_hidden_layers", o.num_hidden_layers, "Model depth")->capture_default_str();
     app.add_option("--num_attention_heads", o.num_attention_heads, "Attention heads")->capture_default_str();
+    app.add_option("--vocab_size", o.vocab_size,
+                   "BERT's vocabulary, padded with [unused<k>] entries as BERT-base's (0: the words' own size)")
+        ->capture_default_str();
     std::vector<int64_t> translation_sizes = {5000, 1000, 100};
     app.add_option("--translation_sizes", translation_sizes,
                    "Pairs in translation/ train, validation and test")

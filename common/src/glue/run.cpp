@@ -255,6 +255,7 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
   if (run.group) results.set_section("communication", communication_json(*run.group, *sync));
   if (run.lead()) {
     results.save(results_path);
+    if (const std::string line = report::throughput_line(results.to_json()); !line.empty()) fmt::print("{}\n", line);
     if (o.do_train && !o.no_save) save_model_folder(state.model, o.model_name_or_path, o.output_dir);
     fmt::print("results: {}\n", results_path.string());
   }

@@ -260,10 +260,8 @@ void print_pipeline(const std::vector<int>& devices, int micro_batches) {
 // "throughput: 10210 tokens/s, 58.5 ms/step (7 steps, the first discarded); pipeline bubble 0.35
 // (GPipe's (n-1)/(m+n-1) = 0.20)": the line `make pipeline` puts side by side.
 void print_throughput(const nlohmann::json& results, int micro_batches) {
-  const nlohmann::json t = results.value("timing", nlohmann::json::object());
-  if (t.value("count", 0) == 0) return;
-  std::string line = fmt::format("throughput: {:.0f} tokens/s, {:.1f} ms/step ({} steps, the first discarded)",
-                                 t.value("tokens_per_second", 0.0), 1e3 * t.value("mean_seconds", 0.0), t.value("count", 0));
+  std::string line = report::throughput_line(results);
+  if (line.empty()) return;
   if (results.contains("pipeline")) {
     const auto& p = results.at("pipeline");
     const int n = p.value("stages", 1);

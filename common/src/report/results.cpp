@@ -1,6 +1,8 @@
 // results.json, see report/results.h.
 #include "dtlab/report/results.h"
 
+#include <fmt/format.h>
+
 #include "dtlab/io/json_file.h"
 #include "dtlab/report/timing.h"
 
@@ -55,5 +57,16 @@ nlohmann::json Results::to_json() const {
 }
 
 void Results::save(const std::filesystem::path& path) const { io::write_json_file(path, to_json()); }
+
+std::string throughput_line(const nlohmann::json& results) {
+  const nlohmann::json t = results.value("timing", nlohmann::json::object());
+  if (t.value("count", 0) == 0) return "";
+  std::string line = fmt::format("throughput: {:.0f} tokens/s, {:.1f} ms/step ({} steps, the first discarded)",
+                                 t.value("tokens_per_second", 0.0), 1e3 * t.value("mean_seconds", 0.0),
+                                 t.value("count", 0));
+  const double comm = t.value("mean_comm_seconds", 0.0);
+  if (comm > 0) line += fmt::format(", {:.1f} ms of it waiting for gradients", 1e3 * comm);
+  return line;
+}
 
 }  // namespace dtlab::report

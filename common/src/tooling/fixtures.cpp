@@ -112,6 +112,13 @@ void write_fixtures(const fs::path& out, const FixtureOptions& o) {
   for (char c = 'a'; c <= 'z'; ++c) vocab.push_back(std::string(1, c));
   for (char c = 'a'; c <= 'z'; ++c) vocab.push_back("##" + std::string(1, c));
   vocab.insert(vocab.end(), words.begin(), words.end());
+  if (o.vocab_size > 0 && o.vocab_size < static_cast<int64_t>(vocab.size())) {
+    throw Error("--vocab_size " + std::to_string(o.vocab_size) + ": the fixture's vocabulary already has " +
+                std::to_string(vocab.size()) + " entries; give 0 (its own size) or more");
+  }
+  for (int64_t k = 0; static_cast<int64_t>(vocab.size()) < o.vocab_size; ++k) {
+    vocab.push_back("[unused" + std::to_string(k) + "]");
+  }
   std::string vocab_text;
   for (const auto& t : vocab) vocab_text += t + "\n";
   const fs::path model_dir = out / "bert-tiny";

@@ -66,4 +66,9 @@ class Results {
   nlohmann::json sections_ = nlohmann::json::object();
 };
 
+// "throughput: 10210 tokens/s, 58.5 ms/step (39 steps, the first discarded), 12.3 ms of it
+// waiting for gradients": the line a driver ends with, from results.json's timing; "" when it
+// has none. Scripts (make pipeline, the cluster demo) pick it out of a rank's log.
+std::string throughput_line(const nlohmann::json& results);
+
 }  // namespace dtlab::report

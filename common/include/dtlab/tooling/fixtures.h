@@ -15,6 +15,10 @@ struct FixtureOptions {
   int64_t hidden_size = 128;      // the "tiny" BERT: L2/H128/A2
   int64_t num_hidden_layers = 2;
   int64_t num_attention_heads = 2;
+  // 0: the vocabulary's own size. Larger: vocab.txt is padded with "[unused<k>]" entries, as
+  // BERT-base's holds [unused0]..[unused993], so that the embeddings (and the gradients a
+  // data-parallel step sends) have a real model's size while the tokenizer is unchanged.
+  int64_t vocab_size = 0;
 };
 
 // Writes OUT/bert-tiny/{config.json, model.safetensors, vocab.txt, tokenizer_config.json}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The lesson of tasks 2a, 2b and 3 on an emulated cluster: the three ways of synchronising
+# gradients timed on N network-namespace hosts of this machine (scripts/netns_hosts.sh) whose
+# links are rate-limited in both directions, at several link rates and world sizes, with a BERT
+# sized so that communication is a real part of a step. On one machine over loopback compute and
+# small-message latency decide, and gather/scatter through rank 0 can even look fastest; over a
+# link of a real NIC's speed the star through rank 0 sends n times what the ring sends, and DDP
+# hides part of the ring's time behind backward.
+#
+# Usage (root: namespaces, links, qdiscs):
+#   sudo scripts/cluster_demo.sh [--out DIR] [--rates "1gbit 2500mbit 10gbit unlimited"]
+#                                [--ranks "4 2"] [--steps 6] [--build build]
+# DIR (default out/grade, the grading's results folder) gets runs/cluster-<task>-<rate>-w<N>/
+# (each rank's log, output/results.json, run.json with the rate) and cluster-fixtures/ (the
+# model: BERT-base's width and vocabulary, 2 layers, sequence 32). Prints one line per run:
+# seconds per step, of it waiting for gradients; then, when DIR holds a grading (make demo),
+# renders its report again, with figure 9 from these runs. The hosts are always torn down: at
+# the end, on failure, on Ctrl-C or SIGTERM (and leftovers of a killed earlier run are removed
+# first).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+out=out/grade
+rates="1gbit 2500mbit 10gbit unlimited"
+ranks_list="4 2"
+steps=6
+build=build
+readonly prefix=dtlabc  # its own prefix: never touches a rehearsal's dtlab-* hosts
+
+die() {
+  echo "cluster_demo: $*" >&2
+  exit 2
+}
+
+while (($# > 0)); do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --rates) rates=$2; shift 2 ;;
+    --ranks) ranks_list=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+
+((EUID == 0)) || die "needs root (network namespaces, links and rate limits): run it with sudo, e.g. sudo make cluster-demo"
+[[ $steps =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive number, got '$steps'"
+for t in task2a task2b task3; do
+  [[ -x $build/$t-solution ]] || die "$build/$t-solution is missing: run make build first"
+done
+[[ -x $build/tools/dtlab-fixtures ]] || die "$build/tools/dtlab-fixtures is missing: run make build first"
+
+netns="$repo/scripts/netns_hosts.sh"
+cleanup() { "$netns" down --prefix "$prefix" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
+cleanup  # what a killed earlier run left behind
+
+# The model: BERT-base's width (768, 12 heads) and vocabulary size (30522 rows: the fixture's
+# words and [unused] entries), 2 layers instead of 12, sequence 32: about 38M parameters, 150 MB
+# of gradients a step, and little compute, so that at 1 Gbit/s communication dominates.
+fixtures="$out/cluster-fixtures"
+"$build/tools/dtlab-fixtures" --out "$fixtures" --hidden_size 768 --num_hidden_layers 2 \
+  --num_attention_heads 12 --vocab_size 30522 >/dev/null
+
+mkdir -p "$out/runs"
+status=0
+for world in $ranks_list; do
+  for rate in $rates; do
+    for task in task2a task2b task3; do
+      id="cluster-$task-$rate-w$world"
+      dir="$out/runs/$id"
+      rm -rf "$dir"
+      mkdir -p "$dir"
+      rate_flag=()
+      [[ $rate == unlimited ]] || rate_flag=(--rate "$rate")
+      outcome=ok
+      if ! "$netns" run "$world" --prefix "$prefix" "${rate_flag[@]}" --logs "$dir" --timeout 900 -- \
+        "$build/$task-solution" --model_name_or_path "$fixtures/bert-tiny" --data_dir "$fixtures/RTE" \
+        --do_train --max_seq_length 32 --global_batch_size 32 --max_steps "$steps" --dropout 0 \
+        --learning_rate 1e-4 --seed 42 --no_save --overwrite_output_dir --output_dir "$dir/output" \
+        --master_ip '{master}' --world_size '{world}' --local_rank '{rank}' >"$dir/netns.log" 2>&1; then
+        echo "cluster_demo: $id failed: see $dir/netns.log and $dir/rank*.log" >&2
+        outcome=failed
+        status=1
+      fi
+      printf '{"id": "%s", "exercise": "%s", "purpose": "cluster", "world_size": %d, "rate": "%s", "outcome": "%s"}\n' \
+        "$id" "$task" "$world" "$rate" "$outcome" >"$dir/run.json.partial"
+      mv "$dir/run.json.partial" "$dir/run.json"
+      line=$(grep -h '^throughput' "$dir/rank0.log" 2>/dev/null || true)
+      printf '%-24s %s\n' "$id" "${line:-no timing (see $dir/rank0.log)}"
+    done
+  done
+done
+if [[ -f $out/results.json ]]; then
+  "$build/grader/grader" report --results "$out" || status=1
+else
+  echo "cluster_demo: $out holds no grading (make demo writes one): the runs are in $out/runs; run make demo, then this, for the report with figure 9"
+fi
+exit $status
