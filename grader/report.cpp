@@ -71,6 +71,7 @@ Folder load_folder(const fs::path& dir, std::vector<std::string>& notes) {
     run.id = text(r, {"id"}, d.filename().string());
     run.exercise = text(r, {"exercise"});
     run.purpose = text(r, {"purpose"});
+    run.record = r;
     if (!kPurposes.count(run.purpose)) continue;  // other checks' runs: not plotted
     const std::string outcome = text(r, {"outcome"}, "missing");
     if (outcome != "ok") {
@@ -325,7 +326,7 @@ ReportSummary render_report(const ReportOptions& options) {
   report.scores = score_table(folder, report.score, notes);
 
   Plotter plotter{options, out_dir, notes, summary.figures};
-  Table timing, traffic, sweep, dp_scaling, pipeline_modes;
+  Table timing, traffic, sweep, dp_scaling, pipeline_modes, cluster;
   report.figures.push_back(timing_figure(folder, pv, plotter, timing));
   report.figures.push_back(loss_figure(folder, pv, plotter));
   report.figures.push_back(traffic_figure(folder, pv, plotter, traffic));
@@ -334,7 +335,10 @@ ReportSummary render_report(const ReportOptions& options) {
   report.figures.push_back(dp_epochs_figure(folder, pv, plotter));
   report.figures.push_back(pipeline_modes_figure(folder, pv, plotter, pipeline_modes));
   report.figures.push_back(pipeline_timeline_figure(folder, pv, plotter));
-  for (Table* t : {&timing, &traffic, &sweep, &dp_scaling, &pipeline_modes})
+  // Only with `sudo make cluster-demo`'s runs in the folder: otherwise not a gap to report.
+  Figure emulated = cluster_figure(folder, pv, plotter, cluster);
+  if (emulated.missing.empty()) report.figures.push_back(emulated);
+  for (Table* t : {&timing, &traffic, &sweep, &dp_scaling, &pipeline_modes, &cluster})
     if (!t->rows.empty()) {
       t->title = fmt::format("Table {}. {}", report.tables.size() + 1, t->title);
       report.tables.push_back(*t);

@@ -121,7 +121,10 @@ Figure timing_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Ta
       "Mean time per training iteration against the number of ranks (solid; error bars ±1 standard deviation over "
       "{} iterations after {} warm-up), and the part of it spent waiting for gradient communication (dashed, same "
       "colour). Global batch {} examples, max_seq_length {}. Highest throughput: {} with {} tokens/s summed over "
-      "ranks; every run's is in the timing table.",
+      "ranks; every run's is in the timing table. What this measures: every rank on this one machine, sharing its "
+      "cores and talking over loopback, so computation and small-message latency decide; it is not scaling on a "
+      "cluster, and the order of the three tasks here is not the assignment's (figure 9, sudo make cluster-demo, "
+      "times them over rate-limited links).",
       text(t, {"count"}, "?"), text(t, {"discarded"}, "?"),
       text(best->results, {"config", "global_train_batch_size"}, "?"),
       text(best->results, {"config", "max_seq_length"}, "?"), best->label(),

@@ -22,7 +22,7 @@ inline constexpr double kGnuplotTimeoutSeconds = 60;
 inline const std::vector<std::string> kTimedExercises = {"task2a", "task2b", "task3"};
 inline const std::set<std::string> kPurposes = {"timing", "losses", "reference", "bucket-sweep", "traffic",
                                                 "dp-timing-weak", "dp-timing-strong", "dp-learning",
-                                                "pipeline-timing"};
+                                                "pipeline-timing", "cluster"};
 
 // Reading JSON leniently: a missing field is reported by the caller, never a crash.
 const json* find(const json& j, std::initializer_list<const char*> keys);
@@ -36,6 +36,7 @@ struct Run {
   int world = 1;
   fs::path results_path;
   json results;  // the run's results.json ("dtlab.results/1")
+  json record;   // its run.json (the cluster demo's names the link rate)
   std::string label() const { return exercise + " (" + ranks_text(world) + ")"; }
 };
 
@@ -105,5 +106,6 @@ Figure dp_scaling_figure(const Folder& f, const Provenance& pv, Plotter& plotter
 Figure dp_epochs_figure(const Folder& f, const Provenance& pv, Plotter& plotter);
 Figure pipeline_modes_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure pipeline_timeline_figure(const Folder& f, const Provenance& pv, Plotter& plotter);
+Figure cluster_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 
 }  // namespace dtlab::grader::report_parts

@@ -13,7 +13,7 @@ set xrange [STATS_min / 1.3 : STATS_max * 1.3]
 set xtics 2 format "%g"
 unset mxtics
 set yrange [0:*]
-set title "Time per training iteration vs number of ranks"
+set title "Time per training iteration vs number of ranks (one machine, loopback: not a cluster)"
 set xlabel "ranks (processes; log scale)"
 set ylabel "time per iteration (ms)"
 set key outside right top vertical Left reverse

@@ -30,8 +30,8 @@ using nlohmann::json;
 
 const fs::path kSample = fs::path(DTLAB_SOURCE_DIR) / "tests" / "data" / "grade-sample";
 const fs::path kPlots = fs::path(DTLAB_SOURCE_DIR) / "plots";
-const std::vector<std::string> kFigures = {"timing", "losses",     "traffic",          "sweep",
-                                           "dp_scaling", "dp_epochs", "pipeline_modes", "pipeline_timeline"};
+const std::vector<std::string> kFigures = {"timing",         "losses",           "traffic", "sweep", "dp_scaling",
+                                           "dp_epochs",      "pipeline_modes",   "pipeline_timeline", "cluster"};
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -84,7 +84,8 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
       {"dp_scaling", {"batch 8 per rank: real tokens", "global batch 16: with padding", "seconds per epoch"}},
       {"dp_epochs", {"validation loss", "BLEU", "dp (2 ranks)"}},
       {"pipeline_modes", {"model-par.", "m=8", "GPipe: (n-1)/(m+n-1)", "stage 1"}},
-      {"pipeline_timeline", {"forward", "backward", "2 stages x 4 micro-batches"}}};
+      {"pipeline_timeline", {"forward", "backward", "2 stages x 4 micro-batches"}},
+      {"cluster", {"task 2a: gather/scatter", "2b: 2(n-1)/n S / rate", "on 4 emulated hosts"}}};
   const std::string md = dtlab::io::read_file(s.markdown);
   for (const std::string& name : kFigures) {
     const fs::path svg = results / "report" / "figures" / (name + ".svg");
@@ -98,7 +99,7 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
     EXPECT_TRUE(fs::is_regular_file(results / "report" / "data" / (name + ".dat"))) << name;
     EXPECT_TRUE(contains(md, "](figures/" + name + ".svg)")) << name;
   }
-  for (int n = 1; n <= 8; ++n) EXPECT_TRUE(contains(md, fmt::format("**Figure {}. ", n))) << n;
+  for (int n = 1; n <= 9; ++n) EXPECT_TRUE(contains(md, fmt::format("**Figure {}. ", n))) << n;
 
   // The HTML stands alone: the SVGs pasted in, no XML prologue, no links to the files.
   const std::string html = dtlab::io::read_file(s.html);
@@ -153,6 +154,16 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
                                          mp["pipeline"]["mean_bubble_fraction"].get<double>());
   EXPECT_TRUE(contains(md, mp_row)) << mp_row;
 
+  // The cluster table: gather/scatter's prediction from its own bytes, 2(n-1)S over 94% of 1 Gbit/s.
+  const json star = run_results(results, "cluster-task2a-1gbit-w4");
+  double s_bytes = star["communication"]["by_operation"]["gather / gradients"]["bytes"].get<double>() /
+                   static_cast<double>(star["iterations"].size());
+  const std::string star_row =
+      fmt::format("| task2a | 4 | 1gbit | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {:.1f} |", star["timing"]["mean_seconds"].get<double>(),
+                  star["timing"]["mean_comm_seconds"].get<double>(), 6 * s_bytes / (1e9 / 8 * 0.94), s_bytes / 1e6,
+                  6 * s_bytes / 1e6);
+  EXPECT_TRUE(contains(md, star_row)) << star_row;
+
   // Figure 2's caption: the largest |loss - reference| of task2b, computed here from the runs.
   const json ref = run_results(results, "reference-w1")["iterations"];
   const json dp = run_results(results, "task2b-losses-w4")["iterations"];
@@ -173,7 +184,7 @@ TEST(Report, EveryFigureCarriesItsProvenance) {
   const std::map<std::string, std::string> ranks = {
       {"timing", "1, 2, 4 ranks"}, {"losses", "1, 4 ranks"}, {"traffic", "· 4 ranks ·"}, {"sweep", "· 2 ranks ·"},
       {"dp_scaling", "1, 2, 4 ranks"}, {"dp_epochs", "· 2 ranks ·"}, {"pipeline_modes", "· 1 rank ·"},
-      {"pipeline_timeline", "· 1 rank ·"}};
+      {"pipeline_timeline", "· 1 rank ·"}, {"cluster", "· 4 ranks ·"}};
   for (const std::string& name : kFigures) {
     const std::string svg = dtlab::io::read_file(results / "report" / "figures" / (name + ".svg"));
     for (const std::string& fact : facts) EXPECT_TRUE(contains(svg, fact)) << name << ": " << fact;

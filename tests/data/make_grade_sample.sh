@@ -6,7 +6,9 @@
 #
 # Usage, from the repository after `make build`:
 #   tests/data/make_grade_sample.sh             grade the reference solutions now (about 5 minutes)
-#   tests/data/make_grade_sample.sh out/grade   trim an existing grading (e.g. the one `make demo` wrote)
+#   tests/data/make_grade_sample.sh out/grade   trim an existing grading (e.g. the one `make demo` wrote,
+#                                               with `sudo make cluster-demo`'s runs added to it:
+#                                               figure 9 is drawn only from those)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,7 +34,7 @@ def copy(rel):
     (dst / rel).write_text(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
 copy("results.json")
 plotted = {"timing", "losses", "reference", "bucket-sweep", "traffic", "dp-timing-weak", "dp-timing-strong",
-           "dp-learning", "pipeline-timing"}
+           "dp-learning", "pipeline-timing", "cluster"}
 for run in sorted((src / "runs").iterdir()):
     if json.loads((run / "run.json").read_text()).get("purpose") not in plotted:
         continue

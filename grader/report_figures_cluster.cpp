@@ -1,0 +1,118 @@
+// Figure 9 of `grader report`: tasks 2a, 2b and 3 on the emulated cluster of
+// scripts/cluster_demo.sh (runs of purpose "cluster", their run.json naming the link rate), against
+// what the gradient bytes and the link rate predict; see report_parts.h.
+#include <cmath>
+#include <map>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "report_parts.h"
+
+namespace dtlab::grader::report_parts {
+namespace cluster_figure_parts {
+
+// The share of a tbf-limited veth link's nominal rate that one TCP stream carries as payload
+// (measured for scripts/netns_hosts.sh: --rate 1gbit gives about 0.94 Gbit/s).
+constexpr double kPayloadShare = 0.94;
+
+// "1gbit" -> 1, "2500mbit" -> 2.5 (Gbit/s); nullopt for "unlimited" or anything else.
+std::optional<double> gbit(const std::string& rate) {
+  static const std::regex pattern("^([0-9.]+)(k|m|g)bit$");
+  std::smatch m;
+  if (!std::regex_match(rate, m, pattern)) return std::nullopt;
+  const double scale = m[2] == "k" ? 1e-6 : m[2] == "m" ? 1e-3 : 1.0;
+  return std::stod(m[1]) * scale;
+}
+
+// S: the gradient bytes one rank hands to its collectives in a step (CommLog's tensor bytes).
+double gradient_bytes_per_step(const Run& r) {
+  const json* ops = find(r.results, {"communication", "by_operation"});
+  const json* iterations = find(r.results, {"iterations"});
+  if (!ops || !iterations || iterations->empty()) return 0;
+  double bytes = 0;
+  for (const auto& [name, op] : ops->items()) {
+    if (name == "gather / gradients" || name == "all_reduce / gradients" || name.find("ddp bucket") != std::string::npos) {
+      bytes += number(op, {"bytes"}).value_or(0);
+    }
+  }
+  return bytes / static_cast<double>(iterations->size());
+}
+
+// Seconds the busiest link needs for a step's gradients: gather/scatter moves (n-1)S into rank 0
+// and (n-1)S out of it, one after the other; the ring sends and receives 2(n-1)/n S per rank at
+// once (full duplex).
+double predicted_seconds(const std::string& task, int n, double s, double gbit_per_s) {
+  const double bytes_per_second = gbit_per_s * 1e9 / 8 * kPayloadShare;
+  const double bytes = task == "task2a" ? 2.0 * (n - 1) * s : 2.0 * (n - 1) / n * s;
+  return bytes / bytes_per_second;
+}
+
+}  // namespace cluster_figure_parts
+
+Figure cluster_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table) {
+  namespace c = cluster_figure_parts;
+  Figure fig{9, "cluster", "Tasks 2a, 2b and 3 on an emulated cluster"};
+  // world -> task -> runs
+  std::map<int, std::map<std::string, std::vector<const Run*>>> runs;
+  for (const Run& r : f.runs) {
+    if (r.purpose == "cluster" && number(r.results, {"timing", "mean_seconds"})) runs[r.world][r.exercise].push_back(&r);
+  }
+  if (runs.empty()) {
+    fig.missing = "no emulated-cluster runs (purpose \"cluster\"): `sudo make cluster-demo` makes them";
+    return fig;
+  }
+  table = {"Tasks 2a, 2b and 3 on emulated hosts (scripts/cluster_demo.sh)",
+           {"task", "hosts", "link", "s / step", "waiting s", "predicted s", "gradients S (MB)", "through busiest link (MB)",
+            "run"},
+           "lrlrrrrrl", {}};
+  const int world = runs.rbegin()->first;
+  std::string data = fmt::format("# Figure 9: {} hosts; one block per task (2a, 2b, 3)\n# gbit_per_s seconds_per_step "
+                                 "waiting_seconds predicted_seconds  (run)\n", world);
+  std::string at_one_gbit;
+  for (const auto& [n, by_task] : runs) {
+    for (const char* task : {"task2a", "task2b", "task3"}) {
+      std::vector<std::pair<double, const Run*>> rated;
+      const auto it = by_task.find(task);
+      if (it != by_task.end()) {
+        for (const Run* r : it->second) {
+          const std::string rate = text(r->record, {"rate"}, "?");
+          const auto g = c::gbit(rate);
+          rated.emplace_back(g.value_or(1e9), r);  // unlimited last
+        }
+      }
+      std::sort(rated.begin(), rated.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      if (n == world) data += fmt::format("# {}\n", task);
+      for (const auto& [g, r] : rated) {
+        const double step = number(r->results, {"timing", "mean_seconds"}).value();
+        const double wait = number(r->results, {"timing", "mean_comm_seconds"}).value_or(0);
+        const double s = c::gradient_bytes_per_step(*r);
+        const bool limited = g < 1e9;
+        const double predicted = limited ? c::predicted_seconds(task, n, s, g) : 0;
+        const double link_bytes = std::string(task) == "task2a" ? 2.0 * (n - 1) * s : 2.0 * (n - 1) / n * s;
+        table.rows.push_back({task, std::to_string(n), text(r->record, {"rate"}, "?"), fmt::format("{:.2f}", step),
+                              fmt::format("{:.2f}", wait), limited ? fmt::format("{:.2f}", predicted) : "-",
+                              fmt::format("{:.1f}", s / 1e6), fmt::format("{:.1f}", link_bytes / 1e6), r->id});
+        if (n == world && limited) data += fmt::format("{:g} {:.4f} {:.4f} {:.4f}  # runs/{}\n", g, step, wait, predicted, r->id);
+        if (n == world && limited && std::abs(g - 1) < 1e-9) {
+          at_one_gbit += fmt::format("{}{} {:.2f} s", at_one_gbit.empty() ? "" : ", ", task, step);
+        }
+      }
+      if (n == world) data += "\n\n";
+    }
+  }
+  fig.provenance = pv.line({world});
+  plotter.plot(fig, data, {fmt::format("world={}", world)});
+  fig.caption = fmt::format(
+      "Tasks 2a, 2b and 3 (reference solutions) on {} network-namespace hosts of this machine whose links are "
+      "rate-limited in both directions (sudo make cluster-demo): a BERT of BERT-base's width and vocabulary with 2 "
+      "layers, sequence 32, global batch 32, dropout 0. Left: seconds per step (the first discarded). Right: the "
+      "time spent waiting for gradients against what the bytes predict on a link carrying {:.0f}% of its rate as "
+      "payload: gather/scatter through rank 0 moves 2(n-1)S through rank 0's link, one direction after the other; "
+      "the ring all_reduce 2(n-1)/n S through every rank's, both directions at once; DDP's waiting is what backward "
+      "did not hide. The hosts still share this machine's cores (each rank gets cores / ranks threads). {}{}",
+      world, 100 * c::kPayloadShare, at_one_gbit.empty() ? "" : "At 1 Gbit/s: ", at_one_gbit);
+  return fig;
+}
+
+}  // namespace dtlab::grader::report_parts
