@@ -156,13 +156,18 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
 
   // The cluster table: gather/scatter's prediction from its own bytes, 2(n-1)S over 94% of 1 Gbit/s.
   const json star = run_results(results, "cluster-task2a-1gbit-w4");
-  double s_bytes = star["communication"]["by_operation"]["gather / gradients"]["bytes"].get<double>() /
+  const double s_bytes = star["communication"]["by_operation"]["gather / gradients"]["bytes"].get<double>() /
                    static_cast<double>(star["iterations"].size());
   const std::string star_row =
       fmt::format("| task2a | 4 | 1gbit | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {:.1f} |", star["timing"]["mean_seconds"].get<double>(),
                   star["timing"]["mean_comm_seconds"].get<double>(), 6 * s_bytes / (1e9 / 8 * 0.94), s_bytes / 1e6,
                   6 * s_bytes / 1e6);
   EXPECT_TRUE(contains(md, star_row)) << star_row;
+  // ... and beside it what rank 0's interface counted: the star's 6 S and a little (headers, the loss).
+  const double counted = star["timing"]["mean_tx_bytes"].get<double>() + star["timing"]["mean_rx_bytes"].get<double>();
+  EXPECT_TRUE(contains(md, star_row + fmt::format(" {:.1f} |", counted / 1e6))) << counted;
+  EXPECT_GT(counted, 6 * s_bytes);
+  EXPECT_LT(counted, 6 * s_bytes * 1.05);
 
   // Figure 2's caption: the largest |loss - reference| of task2b, computed here from the runs.
   const json ref = run_results(results, "reference-w1")["iterations"];

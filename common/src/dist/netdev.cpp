@@ -140,4 +140,10 @@ std::string local_address_towards(const std::string& host, int port) {
   return text;
 }
 
+std::string interface_towards(const std::string& master_addr, int master_port,
+                              const std::optional<std::string>& interface) {
+  if (interface) return *interface;
+  return interface_for_address(local_address_towards(master_addr, master_port));
+}
+
 }  // namespace dtlab::dist

@@ -56,10 +56,8 @@ nlohmann::json to_json(const Measurement& m) {
 // The interface this rank's traffic leaves by: the one holding the address that reaches the
 // master (loopback when every rank is on this host).
 std::string traffic_interface(const GlueOptions& o, const train::Run& run) {
-  if (o.launch.interface) return *o.launch.interface;
-  return dist::interface_for_address(
-      run.world() == 1 ? "127.0.0.1"
-                       : dist::local_address_towards(run.settings.master_addr, run.settings.master_port));
+  if (run.world() == 1) return o.launch.interface.value_or("lo");
+  return dist::interface_towards(run.settings.master_addr, run.settings.master_port, o.launch.interface);
 }
 
 // One epoch (or --max_steps iterations) of DDP training at one global batch size, with the

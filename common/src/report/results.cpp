@@ -18,6 +18,10 @@ nlohmann::json Results::to_json() const {
     iterations.push_back({{"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss},
                           {"seconds", r.seconds}, {"comm_seconds", r.comm_seconds}, {"lr", r.lr}, {"examples", r.examples},
                           {"tokens", r.tokens}, {"padded_tokens", r.padded_tokens}});
+    if (r.tx_bytes >= 0) {
+      iterations.back()["tx_bytes"] = r.tx_bytes;
+      iterations.back()["rx_bytes"] = r.rx_bytes;
+    }
     seconds.push_back(r.seconds);
   }
   nlohmann::json epochs = nlohmann::json::array();
@@ -31,12 +35,16 @@ nlohmann::json Results::to_json() const {
   }
   const TimingSummary t = summarize(seconds);
   // Throughput over the same iterations as the mean time.
-  double examples = 0, tokens = 0, padded = 0, comm = 0;
+  double examples = 0, tokens = 0, padded = 0, comm = 0, tx = 0, rx = 0;
+  bool counted = t.count > 0;
   for (size_t i = kDiscardedIterations; i < kDiscardedIterations + t.count; ++i) {
     examples += double(iterations_[i].examples);
     tokens += double(iterations_[i].tokens);
     padded += double(iterations_[i].padded_tokens);
     comm += iterations_[i].comm_seconds;
+    counted = counted && iterations_[i].tx_bytes >= 0;
+    tx += double(iterations_[i].tx_bytes);
+    rx += double(iterations_[i].rx_bytes);
   }
   const double timed = t.mean * double(t.count);
   nlohmann::json timing = {{"count", t.count},
@@ -49,6 +57,10 @@ nlohmann::json Results::to_json() const {
                            {"examples_per_second", timed > 0 ? examples / timed : 0.0},
                            {"tokens_per_second", timed > 0 ? tokens / timed : 0.0},
                            {"padded_tokens_per_second", timed > 0 ? padded / timed : 0.0}};
+  if (counted) {  // rank 0's interface, per timed step
+    timing["mean_tx_bytes"] = tx / double(t.count);
+    timing["mean_rx_bytes"] = rx / double(t.count);
+  }
   nlohmann::json j = {{"schema", "dtlab.results/1"}, {"exercise", exercise_}, {"config", config_},
                       {"environment", environment_}, {"iterations", iterations}, {"epochs", epochs},
                       {"timing", timing}};

@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "dtlab/core/error.h"
+#include "dtlab/dist/netdev.h"
 #include "dtlab/report/timing.h"
 
 namespace dtlab::train {
@@ -101,6 +103,14 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
   if (plan.evaluate && !after_epoch) throw Error("train_loop: plan.evaluate is set but no after_epoch was given");
   int64_t steps = 0;
   report::Stopwatch since_start, since_progress;
+  // The bytes this rank's interface moves per step, where they are this rank's alone: not on one
+  // process, not on loopback (whose counters hold every local rank's traffic).
+  std::optional<std::string> link;
+  if (run.world() > 1) {
+    const std::string name =
+        dist::interface_towards(run.settings.master_addr, run.settings.master_port, run.settings.interface);
+    if (name != "lo") link = name;
+  }
   for (int epoch = 1; epoch <= plan.epochs && steps < plan.total_steps; ++epoch) {
     report::Stopwatch epoch_time;
     std::vector<report::IterationRecord> records;
@@ -110,9 +120,11 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
       const data::Batch batch = data.batch(rows);
       const double lr = state.scheduler->last_lr();
       if (run.group) run.group->note_step(steps + 1);  // named if this rank stops (Note [Who stopped])
+      const dist::InterfaceCounters before = link ? dist::read_counters(*link) : dist::InterfaceCounters{};
       report::Stopwatch step_time;
       const StepResult r = step(state, {steps + 1, epoch, &rows, &batch});
       const double seconds = step_time.seconds();
+      const dist::InterfaceCounters after = link ? dist::read_counters(*link) : dist::InterfaceCounters{};
       ++steps;
       if (!std::isfinite(r.loss)) {
         throw Error(fmt::format("rank {}: the loss is {} at step {}: lower --learning_rate or "
@@ -120,7 +132,9 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
       }
       // This rank's counts; summed over the ranks at the end of the epoch.
       records.push_back({steps, epoch, r.loss, seconds, lr, batch.size(), batch.real_tokens(),
-                         batch.input_ids.numel(), r.comm_seconds});
+                         batch.input_ids.numel(), r.comm_seconds,
+                         link ? static_cast<int64_t>(after.tx_bytes - before.tx_bytes) : -1,
+                         link ? static_cast<int64_t>(after.rx_bytes - before.rx_bytes) : -1});
       if (steps <= plan.log_first_steps) {
         print_first_step(run, records.back());
       } else if (run.lead() && since_progress.seconds() >= plan.progress_seconds) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace dtlab::dist {
@@ -40,5 +41,10 @@ std::string interface_for_address(const std::string& ipv4);
 // message when the host cannot be resolved ("cannot resolve master NAME: ...") or there is no
 // route to it ("cannot reach master 10.1.2.3: Network is unreachable").
 std::string local_address_towards(const std::string& host, int port);
+
+// The interface a rank's traffic to the master leaves by: `interface` when given (--interface),
+// else the one holding the local address that routes to master_addr. Throws as the two above.
+std::string interface_towards(const std::string& master_addr, int master_port,
+                              const std::optional<std::string>& interface = std::nullopt);
 
 }  // namespace dtlab::dist

@@ -34,6 +34,10 @@ struct IterationRecord {
   int64_t tokens = 0;  // non-padding tokens
   int64_t padded_tokens = 0;  // tokens computed on, padding included (rows x columns)
   double comm_seconds = 0;  // of `seconds`, waiting for gradient synchronisation
+  // Bytes this rank's network interface sent and received during the step (headers included;
+  // rank 0's own, not summed over ranks); -1 when not measured (one process, or loopback, whose
+  // counters hold every local rank's traffic).
+  int64_t tx_bytes = -1, rx_bytes = -1;
 };
 
 struct EpochRecord {
