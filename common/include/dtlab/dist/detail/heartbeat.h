@@ -17,7 +17,7 @@
 // kStoppedAfter plus kStoreAnswer to the failure it explains (rank 0: twice that).
 //
 // Cost: one small store write per rank per step and every half second, on a thread of its own, and one
-// string copy under a mutex per operation (measured in DESIGN.md, "Failures that name the rank").
+// string copy under a mutex per operation (measured in docs/DESIGN.md, under the process group).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
