@@ -105,6 +105,11 @@ std::string first_items(const std::vector<int64_t>& values, size_t n) {
   return s + (values.size() > n ? ", ..." : "");
 }
 
+std::vector<std::string> lm_equivalence_flags(int steps) {
+  return {"--dropout", "0", "--learning_rate", "1e-3", "--max_grad_norm", "0.5", "--max_steps", std::to_string(steps),
+          "--no_eval"};
+}
+
 std::string scale_hint(double factor, int world, const std::string& reference) {
   if (std::abs(factor - world) < 0.05 * world) {
     return fmt::format("They are {:.2f} times {}: the sum over {} ranks was not divided by the world size.", factor,

@@ -73,6 +73,12 @@ std::optional<Verdict> incomplete_timing(const Run& run, const RunRequest& reque
 // "2542, 430, 846, 4406, 2154, ...": the first n of a list, for messages.
 std::string first_items(const std::vector<int64_t>& values, size_t n = 5);
 
+// The flags of a GPT-2 run that must take the same steps as the kit's single-process run (dp and
+// pipeline, both sides): dropout off; a learning rate at which the tiny GPT-2 learns the fixture;
+// a clipping norm (0.5) below its gradient norms, so clipping is active and clipping at the wrong
+// moment shows; `steps` steps; no evaluation.
+std::vector<std::string> lm_equivalence_flags(int steps);
+
 // When the ranks' gradient is `factor` times the reference's (compare.h's projection_factor):
 // the usual cause if factor is the world size or its inverse, else "".
 std::string scale_hint(double factor, int world, const std::string& reference);

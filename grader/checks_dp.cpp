@@ -35,18 +35,8 @@ constexpr int kGlobalBatch = 16;
 constexpr int kLossSteps = 20;
 constexpr uint64_t kSeed = 42, kOtherSeed = 7;
 
-// Dropout off: single-process and data-parallel training must then take the same steps. A
-// learning rate at which the tiny GPT-2 learns the fixture, and a clipping norm below its
-// gradient norms, so clipping is active and clipping at the wrong moment shows.
-constexpr const char* kMaxGradNorm = "0.5";
-
-std::vector<std::string> equivalence_flags(int steps) {
-  return {"--dropout", "0", "--learning_rate", "1e-3", "--max_grad_norm", kMaxGradNorm, "--max_steps",
-          std::to_string(steps), "--no_eval"};
-}
-
 RunRequest dp_request(const std::string& e, int world, const std::string& purpose, int steps, uint64_t seed) {
-  std::vector<std::string> flags = equivalence_flags(steps);
+  std::vector<std::string> flags = lm_equivalence_flags(steps);
   flags.insert(flags.end(), {"--global_batch_size", std::to_string(kGlobalBatch), "--seed", std::to_string(seed)});
   const std::string id = seed == kSeed ? fmt::format("{}-{}-w{}", e, purpose, world)
                                        : fmt::format("{}-{}-seed{}-w{}", e, purpose, seed, world);
@@ -90,7 +80,7 @@ RunRequest reference_request(Runner& runner, int world, int steps = kLossSteps) 
   const fs::path path = runner.options().results_dir / "orders" / fmt::format("dp-w{}.json", world);
   fs::create_directories(path.parent_path());
   io::write_json_file(path, order);
-  std::vector<std::string> flags = equivalence_flags(steps);
+  std::vector<std::string> flags = lm_equivalence_flags(steps);
   flags.insert(flags.end(), {"--batch_size", std::to_string(kGlobalBatch), "--train_order", path.string()});
   const std::string id = steps == kLossSteps ? fmt::format("reference-gpt2-w{}", world)
                                              : fmt::format("reference-gpt2-steps{}-w{}", steps, world);

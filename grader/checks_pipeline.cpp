@@ -22,8 +22,9 @@ constexpr double kOverlapMaxFraction = 0.8;  // pipelined wall time / sequential
 constexpr double kErrorSeconds = 5;          // a stage's error reaches the caller within this
 
 std::vector<std::string> equivalence_flags(int steps) {
-  return {"--dropout", "0", "--learning_rate", "1e-3", "--max_grad_norm", "0.5", "--max_steps", std::to_string(steps),
-          "--no_eval", "--batch_size", std::to_string(kBatch)};
+  std::vector<std::string> flags = lm_equivalence_flags(steps);
+  flags.insert(flags.end(), {"--batch_size", std::to_string(kBatch)});
+  return flags;
 }
 
 // A probe run and its recorded result, or the run's failure.
