@@ -132,7 +132,7 @@ pipeline pipeline-solution: fixtures
 
 # Tasks 2a, 2b and 3 on an emulated cluster (root: network namespaces whose links are
 # rate-limited in both directions; scripts/cluster_demo.sh): CLUSTER_RATES x CLUSTER_RANKS, a
-# BERT of BERT-base's width and vocabulary with 2 layers, so that the network decides.
+# BERT of 5 BERT-base layers on a short sequence and a small batch, so that the network decides.
 CLUSTER_RATES ?= 1gbit 2500mbit 10gbit unlimited
 CLUSTER_RANKS ?= 4 2
 CLUSTER_STEPS ?= 6

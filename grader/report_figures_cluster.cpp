@@ -1,6 +1,7 @@
 // Figure 9 of `grader report`: tasks 2a, 2b and 3 on the emulated cluster of
 // scripts/cluster_demo.sh (runs of purpose "cluster", their run.json naming the link rate), against
 // what the gradient bytes and the link rate predict; see report_parts.h.
+#include <array>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -70,6 +71,11 @@ Figure cluster_figure(const Folder& f, const Provenance& pv, Plotter& plotter, T
   std::string data = fmt::format("# Figure 9: {} hosts; one block per task (2a, 2b, 3)\n# gbit_per_s seconds_per_step "
                                  "waiting_seconds predicted_seconds  (run)\n", world);
   std::string at_one_gbit;
+  // At `world` hosts, per limited rate: task 2b's waiting and computing seconds and its step
+  // over DDP's, for the sentence that names the rate where communication and computation are
+  // closest (where DDP's overlap can gain the most).
+  std::map<double, std::array<double, 3>> ring_by_rate;  // rate -> {2b waiting, 2b computing, 2b step / DDP step}
+  std::map<double, double> ddp_step;
   for (const auto& [n, by_task] : runs) {
     for (const char* task : {"task2a", "task2b", "task3"}) {
       std::vector<std::pair<double, const Run*>> rated;
@@ -98,6 +104,8 @@ Figure cluster_figure(const Folder& f, const Provenance& pv, Plotter& plotter, T
                               fmt::format("{:.2f}", wait), limited ? fmt::format("{:.2f}", predicted) : "-",
                               fmt::format("{:.1f}", s / 1e6), fmt::format("{:.1f}", link_bytes / 1e6), counted, r->id});
         if (n == world && limited) data += fmt::format("{:g} {:.4f} {:.4f} {:.4f}  # runs/{}\n", g, step, wait, predicted, r->id);
+        if (n == world && limited && std::string(task) == "task2b") ring_by_rate[g] = {wait, step - wait, step};
+        if (n == world && limited && std::string(task) == "task3") ddp_step[g] = step;
         if (n == world && limited && std::abs(g - 1) < 1e-9) {
           at_one_gbit += fmt::format("{}{} {:.2f} s", at_one_gbit.empty() ? "" : ", ", task, step);
         }
@@ -105,18 +113,39 @@ Figure cluster_figure(const Folder& f, const Provenance& pv, Plotter& plotter, T
       if (n == world) data += "\n\n";
     }
   }
+  std::string closest;
+  double best = 1e300;
+  for (const auto& [g, ring] : ring_by_rate) {
+    const auto ddp = ddp_step.find(g);
+    if (ddp == ddp_step.end() || ring[0] <= 0 || ring[1] <= 0 || ddp->second <= 0) continue;
+    const double distance = std::abs(std::log(ring[0] / ring[1]));
+    if (distance < best) {
+      best = distance;
+      closest = fmt::format(
+          " Communication and computation are closest at {:g} Gbit/s (task 2b waits {:.2f} s and computes {:.2f} s a "
+          "step): there DDP's step is {:.2f} times faster than task 2b's.",
+          g, ring[0], ring[1], ring[2] / ddp->second);
+    }
+  }
+  // What was trained, from the first run's configuration (scripts/cluster_demo.sh says why).
+  const Run& first = *runs.rbegin()->second.begin()->second.front();
+  const double s_first = c::gradient_bytes_per_step(first);
+  const std::string trained = fmt::format(
+      "sequence {}, global batch {}, dropout 0, S = {:.0f} MB of gradients a step",
+      text(first.results, {"config", "max_seq_length"}, "?"),
+      text(first.results, {"config", "global_train_batch_size"}, "?"), s_first / 1e6);
   fig.provenance = pv.line({world});
   plotter.plot(fig, data, {fmt::format("world={}", world)});
   fig.caption = fmt::format(
       "Tasks 2a, 2b and 3 (reference solutions) on {} network-namespace hosts of this machine whose links are "
-      "rate-limited in both directions (sudo make cluster-demo): a BERT of BERT-base's width and vocabulary with 2 "
-      "layers, sequence 32, global batch 32, dropout 0. Left: seconds per step (the first discarded). Right: the "
+      "rate-limited in both directions (sudo make cluster-demo): a BERT sized so that the network decides "
+      "(scripts/cluster_demo.sh says how), {}. Left: seconds per step (the first discarded). Right: the "
       "time spent waiting for gradients against what the bytes predict on a link carrying {:.0f}% of its rate as "
       "payload: gather/scatter through rank 0 moves 2(n-1)S through rank 0's link, one direction after the other; "
       "the ring all_reduce 2(n-1)/n S through every rank's, both directions at once; DDP's waiting is what backward "
       "did not hide. The table puts the bytes the model says rank 0's link carries beside what its interface "
-      "counters measured. The hosts still share this machine's cores (each rank gets cores / ranks threads). {}{}",
-      world, 100 * c::kPayloadShare, at_one_gbit.empty() ? "" : "At 1 Gbit/s: ", at_one_gbit);
+      "counters measured. The hosts still share this machine's cores (each rank gets cores / ranks threads). {}{}.{}",
+      world, trained, 100 * c::kPayloadShare, at_one_gbit.empty() ? "" : "At 1 Gbit/s: ", at_one_gbit, closest);
   return fig;
 }
 
