@@ -45,7 +45,7 @@ DEMO_WHAT := $(if $(HAVE_SOLUTIONS),--solutions,)
 comma := ,
 
 .PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo gpt2-real \
-        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
+        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
         $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%) pipeline pipeline-solution cluster-demo
 
 help:
@@ -68,7 +68,7 @@ help:
 	@echo "make bench-gpt2      time the GPT-2 training step (gpt2-mini, GPT-2 small; batch 8 x 128)"
 	@echo "make bench-dp-gpt2   time the dp exercise's step at 1, 2, 4 ranks (gpt2-mini, GPT-2 small; 8 x 128 per rank)"
 	@echo "make bench-pipeline  time the pipeline exercise's step: model parallel vs 8 micro-batches, 2 balanced stages"
-	@echo "make bench-gpt2-eager  the same step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
+	@echo "make bench-task1-eager, bench-gpt2-eager  the kit's step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
 	@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
@@ -220,11 +220,15 @@ bench-dp-gpt2: configure
 bench-pipeline: configure
 	cmake --build $(BUILD) --target bench-pipeline
 
-# The same GPT-2 step in eager PyTorch (transformers, Debian's PyTorch 1.13) in alternating rounds:
-# tooling, it needs tests/golden/setup_venv.sh once (PyPI).
+# The kit's step against the same model in eager PyTorch (transformers, Debian's PyTorch 1.13) in
+# alternating rounds, task 1's BERT or dtlab-gpt2's GPT-2 (bench/compare_eager.py; ARGS=--profile
+# DIR profiles both sides): tooling, it needs tests/golden/setup_venv.sh once (PyPI).
+bench-task1-eager: configure
+	cmake --build $(BUILD) --target bench_task1
+	.venv-golden/bin/python bench/compare_eager.py --bench task1 --build $(BUILD) $(ARGS)
 bench-gpt2-eager: configure
 	cmake --build $(BUILD) --target bench_gpt2
-	.venv-golden/bin/python bench/compare_gpt2_eager.py --bench_gpt2 $(BUILD)/bench/bench_gpt2 $(ARGS)
+	.venv-golden/bin/python bench/compare_eager.py --bench gpt2 --build $(BUILD) $(ARGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -7,7 +7,7 @@
 //
 // The random batch is drawn right after the weights, from the same generator, as
 // tokens = randint(0, vocab, [batch, seq + 1]); input_ids = tokens[:, :-1], labels =
-// tokens[:, 1:]. bench/compare_gpt2_eager.py draws the same in eager PyTorch, so with the same
+// tokens[:, 1:]. bench/compare_eager.py draws the same in eager PyTorch, so with the same
 // seed both sides train the same weights on the same batch (their first losses are compared).
 //
 // FLOPs per step, the usual matmul estimate (printed under the table):
@@ -33,10 +33,13 @@
 #include "dtlab/io/json_file.h"
 #include "dtlab/lm/loss.h"
 #include "dtlab/model/gpt2.h"
+#include "dtlab/model/ops.h"
+#include "dtlab/report/profile.h"
 #include "dtlab/report/timing.h"
 #include "dtlab/train/gradient_sync.h"
 #include "dtlab/train/optimizer.h"
 #include "dtlab/train/runtime.h"
+#include "step_bench.h"
 #include "dtlab/train/step.h"
 
 namespace {
@@ -54,6 +57,7 @@ struct Options {
   uint64_t seed = 42;
   std::optional<double> dropout;  // unset: the config's (0.1)
   std::string json;
+  bench::StepBenchFlags flags;  // --profile, --plain, --versus_plain
 };
 
 struct ParameterCounts {
@@ -134,6 +138,19 @@ Row run_model(const std::string& name, const Options& o) {
     std::fflush(stderr);
   }
   row.t = report::summarize(row.seconds, row.seconds.size());
+  if (!o.flags.profile.empty()) {
+    // Three more steps under the profiler, after the timed ones, so that its cost is in no figure.
+    report::StepProfiler profiler(o.flags.profile / name, "bench_gpt2 " + name, o.iters + 1, report::kProfileSteps);
+    for (int64_t step = o.iters + 1; step <= o.iters + report::kProfileSteps; ++step) {
+      train::StepInput input;
+      input.step = step;
+      input.epoch = 1;
+      input.batch = &batch;
+      profiler.before_step(step);
+      train::training_step(state, input, *sync);
+      if (profiler.after_step(step)) fmt::print("  profile of {}: {}\n", name, (o.flags.profile / name).string());
+    }
+  }
   return row;
 }
 
@@ -190,7 +207,7 @@ int run(const Options& o) {
   const bool quiet = o.json == "-";  // the comparison script reads stdout as JSON
   if (!quiet) {
     fmt::print("bench_gpt2: the GPT-2 training step of dtlab-gpt2 (forward, target-token loss, backward, "
-               "clip 1.0, AdamW, schedule, zero_grad)\n");
+               "clip 1.0, AdamW, schedule, zero_grad){}\n", o.flags.plain ? ", written the obvious way (--plain)" : "");
     fmt::print("  runtime  {}\n", train::describe_runtime());
     fmt::print("  input    random tokens, batch {} x seq {} = {} tokens/iter, dropout {}\n", o.batch, o.seq,
                o.batch * o.seq, o.dropout ? fmt::format("{:g}", *o.dropout) : "0.1 (the config's)");
@@ -215,6 +232,7 @@ int run(const Options& o) {
     const nlohmann::json j = {
         {"benchmark", "bench_gpt2"},
         {"step", "dtlab::train::training_step + dtlab::lm::translation_loss (dtlab-gpt2's step)"},
+        {"ops", o.flags.plain ? "plain" : "kit"},
         {"environment",
          {{"hostname", train::host_name()}, {"libtorch", TORCH_VERSION}, {"blas", blas.name},
           {"blas_library", blas.path}, {"threads", threads}}},
@@ -238,6 +256,8 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --plain keeps glibc's allocator defaults too (model/ops.h), so it is known before run_main.
+  const bool plain = std::find(argv + 1, argv + argc, std::string("--plain")) != argv + argc;
   return dtlab::run_main("bench_gpt2", [&]() -> int {
     Options o;
     CLI::App app{"Times the GPT-2 training step of dtlab-gpt2 on random tokens (gpt2-mini, GPT-2 small)"};
@@ -253,7 +273,16 @@ int main(int argc, char** argv) {
     app.add_option("--dropout", o.dropout, "All three dropout probabilities (default: the config's 0.1)")
         ->check(CLI::Range(0.0, 0.999));
     app.add_option("--json", o.json, "Also write the figures as JSON to this file ('-': only the JSON, on stdout)");
+    dtlab::bench::add_step_bench_flags(app, o.flags, "torch::dropout");
     if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
+    if (o.flags.versus_plain > 0) {
+      std::vector<std::string> shared = {"--iters", std::to_string(o.iters), "--batch", std::to_string(o.batch),
+                                         "--seq", std::to_string(o.seq), "--threads", std::to_string(o.threads),
+                                         "--seed", std::to_string(o.seed)};
+      if (o.dropout) shared.insert(shared.end(), {"--dropout", std::to_string(*o.dropout)});
+      return dtlab::bench::versus_plain(shared, o.models, o.flags.versus_plain);
+    }
+    if (o.flags.plain) dtlab::model::use_ops(dtlab::model::Ops::plain);
     return run(o);
-  });
+  }, /*keep_memory=*/!plain);
 }

@@ -29,11 +29,14 @@
 #include "dtlab/data/glue.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/model/bert.h"
+#include "dtlab/model/ops.h"
+#include "dtlab/report/profile.h"
 #include "dtlab/report/timing.h"
 #include "dtlab/tasks/task1.h"
 #include "dtlab/train/optimizer.h"
 #include "dtlab/train/runtime.h"
 #include "dtlab/glue/run.h"
+#include "step_bench.h"
 
 namespace {
 
@@ -59,6 +62,7 @@ struct Options {
   int threads = 0;
   uint64_t seed = 42;
   std::string json;
+  bench::StepBenchFlags flags;  // --profile, --plain, --versus_plain
 };
 
 struct ParameterCounts {
@@ -95,6 +99,7 @@ struct Row {
   report::TimingSummary t;
   double flops = 0;
   float last_loss = 0;
+  std::vector<float> losses;  // of the timed run's steps
 };
 
 // One minibatch as the data pipeline would hand it: random word ids, all-ones attention mask
@@ -138,6 +143,7 @@ Row run_model(const Shape& shape, int iterations, const Options& o) {
     report::Stopwatch watch;
     row.last_loss = task1::train_step(state, batch);
     row.seconds.push_back(watch.seconds());
+    row.losses.push_back(row.last_loss);
     if (!std::isfinite(row.last_loss)) {
       throw Error(fmt::format("{}: the loss is {} at step {}", shape.name, row.last_loss, i + 1));
     }
@@ -147,6 +153,16 @@ Row run_model(const Shape& shape, int iterations, const Options& o) {
     std::fflush(stderr);
   }
   row.t = report::summarize(row.seconds, row.seconds.size());
+  if (!o.flags.profile.empty()) {
+    // Three more steps under the profiler, after the timed ones, so that its cost is in no figure.
+    report::StepProfiler profiler(o.flags.profile / shape.name, "bench_task1 " + shape.name, iterations + 1,
+                                  report::kProfileSteps);
+    for (int64_t step = iterations + 1; step <= iterations + report::kProfileSteps; ++step) {
+      profiler.before_step(step);
+      task1::train_step(state, batch);
+      if (profiler.after_step(step)) fmt::print("  profile of {}: {}\n", shape.name, (o.flags.profile / shape.name).string());
+    }
+  }
   return row;
 }
 
@@ -200,6 +216,7 @@ nlohmann::json row_json(const Row& r, const Options& o) {
           {"tokens_per_second", double(o.batch * o.seq) / mean},
           {"flops_per_iteration", r.flops},
           {"gflops_per_second", r.flops / mean / 1e9},
+          {"losses", r.losses},
           {"last_loss", r.last_loss}};
 }
 
@@ -217,7 +234,7 @@ int run(const Options& o) {
   const int threads = train::configure_threads(o.threads);
   const train::BlasInfo blas = train::detect_blas();
   fmt::print("bench_task1: task1::train_step (forward+loss, backward, clip 1.0, AdamW, schedule, "
-             "zero_grad)\n");
+             "zero_grad){}\n", o.flags.plain ? ", the BERT written the obvious way (--plain)" : "");
   fmt::print("  runtime  {}\n", train::describe_runtime());
   fmt::print("  input    random tokens, batch {} x seq {} = {} tokens/iter, dropout 0.1, "
              "vocab 30522, intermediate 4H\n",
@@ -252,6 +269,7 @@ int run(const Options& o) {
     const nlohmann::json j = {
         {"benchmark", "bench_task1"},
         {"step", "dtlab::task1::train_step (solutions/task1)"},
+        {"ops", o.flags.plain ? "plain" : "kit"},
         {"environment",
          {{"hostname", host}, {"libtorch", TORCH_VERSION}, {"blas", blas.name},
           {"blas_library", blas.path}, {"threads", threads}}},
@@ -275,6 +293,8 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --plain keeps glibc's allocator defaults too (model/ops.h), so it is known before run_main.
+  const bool plain = std::find(argv + 1, argv + argc, std::string("--plain")) != argv + argc;
   return dtlab::run_main("bench_task1", [&]() -> int {
     Options o;
     CLI::App app{"Times task 1's training step (dtlab::task1::train_step) on random tokens for "
@@ -295,7 +315,16 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--seed", o.seed, "Seed of the weights and the random batch")->capture_default_str();
     app.add_option("--json", o.json, "Also write the figures as JSON to this file ('-': stdout)");
+    dtlab::bench::add_step_bench_flags(app, o.flags, "torch::nn::Linear, torch::dropout");
     if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
+    if (o.flags.versus_plain > 0) {
+      return dtlab::bench::versus_plain(
+          {"--iters", std::to_string(o.iters), "--base_iters", std::to_string(o.base_iters), "--batch",
+           std::to_string(o.batch), "--seq", std::to_string(o.seq), "--threads", std::to_string(o.threads),
+           "--seed", std::to_string(o.seed)},
+          o.models, o.flags.versus_plain);
+    }
+    if (o.flags.plain) dtlab::model::use_ops(dtlab::model::Ops::plain);
     return run(o);
-  });
+  }, /*keep_memory=*/!plain);
 }

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <malloc.h>
+
 #include "dtlab/core/error.h"
+#include "dtlab/core/main.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/step.h"
 #include "test_util.h"
@@ -189,3 +192,19 @@ TEST(TrainLoop, ANonFiniteLossStopsTheRunNamingTheStep) {
 }
 
 }  // namespace train_core_test
+
+// Note [Keeping freed memory]: after keep_freed_memory() a 64 MiB tensor (above glibc's largest
+// dynamic mmap threshold, 32 MiB) comes from the heap, not from a fresh mapping, and freeing it
+// leaves the heap as large as it was.
+TEST(KeepFreedMemory, ActivationSizedBlocksComeFromTheHeapAndStay) {
+  dtlab::keep_freed_memory();
+  const size_t mapped_before = mallinfo2().hblkhd;
+  size_t heap_with_tensor = 0;
+  {
+    const torch::Tensor t = torch::ones({16 << 20});  // 64 MiB of floats, written
+    EXPECT_EQ(mallinfo2().hblkhd, mapped_before) << "the tensor got its own mapping";
+    heap_with_tensor = mallinfo2().arena;
+    EXPECT_GE(heap_with_tensor, size_t(64) << 20);
+  }
+  EXPECT_EQ(mallinfo2().arena, heap_with_tensor) << "freeing the tensor gave the heap back to the kernel";
+}

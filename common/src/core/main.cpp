@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
+#include <malloc.h>
+
 #include <cstdio>
 #include <exception>
 
@@ -10,7 +12,14 @@
 
 namespace dtlab {
 
-int run_main(const char* program, const std::function<int()>& body) {
+void keep_freed_memory() {
+  constexpr int kKeep = 1 << 30;  // Note [Keeping freed memory]
+  mallopt(M_MMAP_THRESHOLD, kKeep);
+  mallopt(M_TRIM_THRESHOLD, kKeep);
+}
+
+int run_main(const char* program, const std::function<int()>& body, bool keep_memory) {
+  if (keep_memory) keep_freed_memory();
   try {
     return body();
   } catch (const NotImplemented& e) {

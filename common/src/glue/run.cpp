@@ -218,6 +218,7 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
   plan.evaluate = o.do_eval;
   plan.log_first_steps = o.log_first_steps;
   plan.progress_seconds = o.progress_seconds;
+  if (o.profile) plan.profile_dir = o.output_dir;
   add_optimizer(state, o, plan.total_steps);
   int evaluations = 0;
   state.evaluate = [&] {

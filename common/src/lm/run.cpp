@@ -303,6 +303,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   plan.evaluate = !o.no_eval;
   plan.log_first_steps = o.log_first_steps;
   plan.progress_seconds = o.progress_seconds;
+  if (o.profile) plan.profile_dir = o.output_dir;
   add_optimizer(state, o, plan.total_steps);
   const EvalInputs eval{state.model, &tokenizer, ids, &d.validation, &d.test, o.eval_batch_size,
                         TranslateOptions{o.eval_batch_size, o.max_length, o.max_new_tokens}};

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "dtlab/core/error.h"
+#include "dtlab/model/ops.h"
 
 namespace dtlab::model {
 namespace {
@@ -20,6 +21,15 @@ double classifier_dropout_of(const BertConfig& c) {
 
 torch::nn::LayerNorm layer_norm(const BertConfig& c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
+}
+
+// A Linear layer applied as PyTorch's nn.Linear applies it (at::linear: one addmm for a
+// contiguous [batch, seq, in] input). The module's own forward in LibTorch 1.13 (F::linear)
+// runs a matmul and then adds the bias: a second pass over the output, and its matmul was
+// slower than the addmm (the profile of issue 13: 62 against 41 ms a step on bench_task1 tiny).
+torch::Tensor linear_as_pytorch(torch::nn::Linear& layer, const torch::Tensor& x) {
+  if (ops_in_use() == Ops::plain) return layer->forward(x);  // model/ops.h
+  return torch::linear(x, layer->weight, layer->bias);
 }
 
 }  // namespace
@@ -34,7 +44,7 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) {
   token_type_embeddings = register_module(
       "token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.hidden_size));
   LayerNorm = register_module("LayerNorm", layer_norm(c));
-  dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob));
+  dropout = register_module("dropout", Dropout(c.hidden_dropout_prob));
 }
 
 torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
@@ -58,7 +68,7 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
   query = register_module("query", torch::nn::Linear(c.hidden_size, c.hidden_size));
   key = register_module("key", torch::nn::Linear(c.hidden_size, c.hidden_size));
   value = register_module("value", torch::nn::Linear(c.hidden_size, c.hidden_size));
-  dropout = register_module("dropout", torch::nn::Dropout(c.attention_probs_dropout_prob));
+  dropout = register_module("dropout", Dropout(c.attention_probs_dropout_prob));
 }
 
 torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
@@ -68,7 +78,9 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
   auto heads = [&](const torch::Tensor& x) {
     return x.view({batch, seq, num_heads, head_size}).permute({0, 2, 1, 3});
   };
-  const torch::Tensor q = heads(query(hidden)), k = heads(key(hidden)), v = heads(value(hidden));
+  const torch::Tensor q = heads(linear_as_pytorch(query, hidden));
+  const torch::Tensor k = heads(linear_as_pytorch(key, hidden));
+  const torch::Tensor v = heads(linear_as_pytorch(value, hidden));
   torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(head_size));
   scores = scores + additive_mask;
   const torch::Tensor probs = dropout(torch::softmax(scores, -1));
@@ -78,12 +90,12 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
 BertResidualOutputImpl::BertResidualOutputImpl(int64_t in_features, const BertConfig& c) {
   dense = register_module("dense", torch::nn::Linear(in_features, c.hidden_size));
   LayerNorm = register_module("LayerNorm", layer_norm(c));
-  dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob));
+  dropout = register_module("dropout", Dropout(c.hidden_dropout_prob));
 }
 
 torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& x,
                                               const torch::Tensor& residual) {
-  return LayerNorm(dropout(dense(x)) + residual);
+  return LayerNorm(dropout(linear_as_pytorch(dense, x)) + residual);
 }
 
 BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
@@ -101,7 +113,7 @@ BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : activation(c.h
 }
 
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor h = dense(x);
+  const torch::Tensor h = linear_as_pytorch(dense, x);
   if (activation == "gelu") return torch::gelu(h);  // exact, erf-based
   if (activation == "gelu_new") return torch::gelu(h, "tanh");
   return torch::relu(h);
@@ -163,7 +175,7 @@ torch::Tensor BertModelImpl::forward(const torch::Tensor& input_ids,
 BertForSequenceClassificationImpl::BertForSequenceClassificationImpl(const BertConfig& config)
     : config_(config) {
   bert = register_module("bert", BertModel(config));
-  dropout = register_module("dropout", torch::nn::Dropout(classifier_dropout_of(config)));
+  dropout = register_module("dropout", Dropout(classifier_dropout_of(config)));
   classifier = register_module("classifier", torch::nn::Linear(config.hidden_size, config.num_labels));
 
   // Hugging Face's _init_weights, in module order.

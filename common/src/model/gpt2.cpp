@@ -75,8 +75,8 @@ Gpt2AttentionImpl::Gpt2AttentionImpl(const Gpt2Config& c, int64_t layer_idx)
       reorder_and_upcast_attn(c.reorder_and_upcast_attn) {
   c_attn = register_module("c_attn", Gpt2Conv1D(c.n_embd, 3 * c.n_embd));
   c_proj = register_module("c_proj", Gpt2Conv1D(c.n_embd, c.n_embd));
-  attn_dropout = register_module("attn_dropout", torch::nn::Dropout(c.attn_pdrop));
-  resid_dropout = register_module("resid_dropout", torch::nn::Dropout(c.resid_pdrop));
+  attn_dropout = register_module("attn_dropout", Dropout(c.attn_pdrop));
+  resid_dropout = register_module("resid_dropout", Dropout(c.resid_pdrop));
 }
 
 // The scaled scores q·kᵀ [batch, heads, queries, keys], by GPT2Attention._attn or, with
@@ -138,7 +138,7 @@ torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& hidden,
 Gpt2MLPImpl::Gpt2MLPImpl(const Gpt2Config& c) {
   c_fc = register_module("c_fc", Gpt2Conv1D(c.n_embd, c.inner_dim()));
   c_proj = register_module("c_proj", Gpt2Conv1D(c.inner_dim(), c.n_embd));
-  dropout = register_module("dropout", torch::nn::Dropout(c.resid_pdrop));
+  dropout = register_module("dropout", Dropout(c.resid_pdrop));
 }
 
 torch::Tensor Gpt2MLPImpl::forward(const torch::Tensor& x) {
@@ -163,7 +163,7 @@ torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& hidden, const torch::T
 Gpt2ModelImpl::Gpt2ModelImpl(const Gpt2Config& c) {
   wte = register_module("wte", torch::nn::Embedding(c.vocab_size, c.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(c.n_positions, c.n_embd));
-  drop = register_module("drop", torch::nn::Dropout(c.embd_pdrop));
+  drop = register_module("drop", Dropout(c.embd_pdrop));
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.n_layer; ++i) h->push_back(Gpt2Block(c, i));
   ln_f = register_module("ln_f", layer_norm(c));

@@ -124,7 +124,7 @@ void StageWorkers::submit(Task task, Pass pass, torch::Tensor x) {
                             describe(task)));
   }
   if (!origin_) origin_ = now();
-  Job job{task, pass, std::move(x), at::GradMode::is_enabled(), 0, *origin_};
+  Job job{task, pass, std::move(x), at::GradMode::is_enabled(), 0, *origin_, at::ThreadLocalState()};
   Worker& w = *workers_[task.stage];
   {
     std::lock_guard<std::mutex> lock(w.mutex);
@@ -240,6 +240,7 @@ void StageWorkers::run(int s) {
 StageWorkers::Result StageWorkers::execute(int s, Job& job, std::optional<Record>& held, bool already_recorded) {
   const Stage& stage = workers_[s]->stage;
   Result result{job.task, job.pass, {}, nullptr};
+  at::ThreadLocalStateGuard submitters_state(job.submitter);  // a profile records the stages too
   try {
     if (job.pass == Pass::kForward) {
       if (already_recorded) {

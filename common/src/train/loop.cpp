@@ -9,6 +9,7 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/dist/netdev.h"
+#include "dtlab/report/profile.h"
 #include "dtlab/report/timing.h"
 
 namespace dtlab::train {
@@ -111,6 +112,9 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
         dist::interface_towards(run.settings.master_addr, run.settings.master_port, run.settings.interface);
     if (name != "lo") link = name;
   }
+  const bool profile = run.lead() && !plan.profile_dir.empty();
+  report::StepProfiler profiler(plan.profile_dir, run.world() > 1 ? run.name + ", rank 0" : run.name,
+                                report::kProfileFirstStep, profile ? report::kProfileSteps : 0);
   for (int epoch = 1; epoch <= plan.epochs && steps < plan.total_steps; ++epoch) {
     report::Stopwatch epoch_time;
     std::vector<report::IterationRecord> records;
@@ -121,9 +125,16 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
       const double lr = state.scheduler->last_lr();
       if (run.group) run.group->note_step(steps + 1);  // named if this rank stops (Note [Who stopped])
       const dist::InterfaceCounters before = link ? dist::read_counters(*link) : dist::InterfaceCounters{};
+      profiler.before_step(steps + 1);
       report::Stopwatch step_time;
       const StepResult r = step(state, {steps + 1, epoch, &rows, &batch});
       const double seconds = step_time.seconds();
+      if (profiler.after_step(steps + 1)) {
+        fmt::print("profile: steps {}-{} in {} and {} (those steps' times include the profiler's cost)\n",
+                   report::kProfileFirstStep, steps + 1, (plan.profile_dir / "trace.json").string(),
+                   (plan.profile_dir / "profile.txt").string());
+        std::fflush(stdout);
+      }
       const dist::InterfaceCounters after = link ? dist::read_counters(*link) : dist::InterfaceCounters{};
       ++steps;
       if (!std::isfinite(r.loss)) {

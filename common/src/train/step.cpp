@@ -1,7 +1,10 @@
 // The kit's training step, see train/step.h.
 #include "dtlab/train/step.h"
 
+#include <ATen/record_function.h>
 #include <torch/nn/utils/clip_grad.h>
+
+#include "dtlab/report/profile.h"
 
 namespace dtlab::train {
 
@@ -20,6 +23,7 @@ StepResult training_step(TrainState& state, const StepInput& input, GradientSync
 }
 
 void apply_update(TrainState& state) {
+  RECORD_USER_SCOPE(report::kUpdateScope);  // the profiler's update phase (report/profile.h)
   if (state.max_grad_norm > 0) {
     torch::nn::utils::clip_grad_norm_(state.module->parameters(), state.max_grad_norm);
   }

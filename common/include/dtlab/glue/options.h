@@ -35,6 +35,7 @@ struct GlueOptions {
   int log_first_steps = 5;        // print the loss of each of the first N minibatches
   double progress_seconds = 10;   // then a progress line at most this often
   bool no_save = false;           // skip writing the fine-tuned model to output_dir
+  bool profile = false;           // trace.json and profile.txt of steps 2-4 (report/profile.h)
 
   // Grading aid: at step dump_step, every rank writes DIR/rank<r>.safetensors with its
   // parameters (before that step's update), its gradients after synchronisation (before

@@ -43,6 +43,7 @@ struct LmOptions {
   int log_first_steps = 5;       // print the loss of each of the first N minibatches
   double progress_seconds = 10;  // then a progress line at most this often
   bool no_save = false;          // skip writing the trained model to output_dir
+  bool profile = false;          // trace.json and profile.txt of steps 2-4 (report/profile.h)
   // Grading aids: every rank's parameters, synchronised gradients and examples at step 1
   // (train/rank_dump.h); one process only, the training set's examples in this order every
   // epoch instead of a fresh shuffle (a JSON array of indices: the union of the data-parallel

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dtlab/model/bert_config.h"
+#include "dtlab/model/dropout.h"
 #include "dtlab/model/load_report.h"
 
 namespace dtlab::model {
@@ -30,7 +31,7 @@ struct BertEmbeddingsImpl : torch::nn::Module {
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
       token_type_embeddings{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};
 };
 TORCH_MODULE(BertEmbeddings);
 
@@ -41,7 +42,7 @@ struct BertSelfAttentionImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask);
   int64_t num_heads, head_size;
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};
 };
 TORCH_MODULE(BertSelfAttention);
 
@@ -52,7 +53,7 @@ struct BertResidualOutputImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& residual);
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};
 };
 TORCH_MODULE(BertResidualOutput);
 
@@ -128,7 +129,7 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
   const BertConfig& config() const { return config_; }
 
   BertModel bert{nullptr};
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};
   torch::nn::Linear classifier{nullptr};
 
  private:

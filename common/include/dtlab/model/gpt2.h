@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "dtlab/model/dropout.h"
 #include "dtlab/model/gpt2_config.h"
 #include "dtlab/model/load_report.h"
 
@@ -69,7 +70,7 @@ struct Gpt2AttentionImpl : torch::nn::Module {
   int64_t num_heads, head_dim, layer_idx;
   bool scale_attn_weights, scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn;
   Gpt2Conv1D c_attn{nullptr}, c_proj{nullptr};
-  torch::nn::Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
+  Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
 
  private:
   torch::Tensor scores(const torch::Tensor& q, const torch::Tensor& k) const;
@@ -80,7 +81,7 @@ struct Gpt2MLPImpl : torch::nn::Module {
   explicit Gpt2MLPImpl(const Gpt2Config& c);
   torch::Tensor forward(const torch::Tensor& x);
   Gpt2Conv1D c_fc{nullptr}, c_proj{nullptr};
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};
 };
 TORCH_MODULE(Gpt2MLP);
 
@@ -104,7 +105,7 @@ struct Gpt2ModelImpl : torch::nn::Module {
                       int64_t past_length = 0);
   Gpt2Block block(int64_t i) const;
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
-  torch::nn::Dropout drop{nullptr};
+  Dropout drop{nullptr};
   torch::nn::ModuleList h{nullptr};  // of Gpt2Block
   torch::nn::LayerNorm ln_f{nullptr};
 };

@@ -4,6 +4,7 @@
 // CMU 11-868 hw4 problem 2); the driver submits every task of a clock tick, then collects them.
 #pragma once
 
+#include <ATen/ThreadLocalState.h>
 #include <torch/types.h>
 
 #include <chrono>
@@ -140,6 +141,9 @@ class StageWorkers {
     bool grad_enabled = false;
     uint64_t epoch = 0;
     std::chrono::steady_clock::time_point origin;
+    // The submitter's thread-local state (grad mode, the profiler's recording, ...), which the
+    // worker takes on while it runs the job.
+    at::ThreadLocalState submitter;
   };
   struct Result {
     Task task;

@@ -36,6 +36,9 @@ struct LoopPlan {
   bool evaluate = true;          // call after_epoch at the end of every epoch
   int log_first_steps = 5;       // print the loss of each of the first N steps
   double progress_seconds = 10;  // then a progress line at most this often
+  // Not empty: rank 0 records LibTorch's profiler over steps 2-4 and writes trace.json and
+  // profile.txt here (--profile; report/profile.h). Those steps' times include its cost.
+  std::filesystem::path profile_dir;
 };
 
 // Steps per epoch, total steps and epochs from the data set size, the world size, the batch per

@@ -21,6 +21,14 @@ struct OptimizerOptions {
 // names it is right for GPT-2 too (ln_1.weight, ln_f.weight), as in nanoGPT and llm.c.
 bool exempt_from_weight_decay(const torch::Tensor& parameter);
 
+// torch::optim::AdamW whose step() the profiler sees as a scope of the update phase
+// (report/profile.h), whoever calls it: the kit's step or a student's.
+class AdamW : public torch::optim::AdamW {
+ public:
+  using torch::optim::AdamW::AdamW;
+  torch::Tensor step(LossClosure closure = nullptr) override;
+};
+
 // Two parameter groups: weight decay on every parameter but the exempt ones, none on those.
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
                                                 const OptimizerOptions& options);

@@ -1,0 +1,42 @@
+// Dropout for the kit's models: what at::dropout computes on the CPU, bit for bit and from the
+// same random numbers, in one pass over the mask instead of three.
+//
+// Note [Dropout's mask]: LibTorch 1.13 on the CPU (Debian's, built without MKL) draws a dropout
+// mask with Tensor::bernoulli_(1 - p): one element after another, each from a 53-bit uniform made
+// of two 32-bit draws of the default generator's Mersenne Twister, through the TensorIterator's
+// serial loop; then noise.div_(1 - p) and input * noise. The profile of task 1's step put
+// bernoulli_ at 18% of it (68 ms of 370 on bench_task1 tiny), in the kit and in eager PyTorch
+// alike. dropout_noise() draws the same numbers from the same generator in the same order,
+// in a plain loop, and writes 1 / (1 - p) or 0 directly (the float division div_ computes), so
+// that masks, losses and the generator's state after the step are unchanged
+// (tests/model_dropout_test.cpp compares it with at::dropout under one seed).
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+namespace dtlab::model {
+
+// The noise tensor of at::dropout(like, p, true): like's shape, contiguous float, each element
+// 1 / (1 - p) with probability 1 - p, else 0, drawn from generator (default: the default CPU
+// generator) exactly as bernoulli_(1 - p) draws them. 0 < p < 1.
+torch::Tensor dropout_noise(const torch::Tensor& like, double p,
+                            c10::optional<at::Generator> generator = c10::nullopt);
+
+// at::dropout(x, p, training): x itself when not training or p = 0; x * dropout_noise(x, p)
+// for a float CPU tensor; at::dropout for anything else.
+torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
+
+// torch::nn::Dropout's module, with dropout() above as its forward.
+class DropoutImpl : public torch::nn::Cloneable<DropoutImpl> {
+ public:
+  explicit DropoutImpl(double p = 0.5);
+  void reset() override {}
+  torch::Tensor forward(const torch::Tensor& x);
+  double p;
+};
+TORCH_MODULE(Dropout);
+
+}  // namespace dtlab::model
