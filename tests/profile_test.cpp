@@ -36,6 +36,28 @@ void one_step(torch::nn::Linear& layer, dtlab::train::AdamW& optimizer) {
   optimizer.zero_grad();
 }
 
+struct ProfiledRun {
+  std::vector<int64_t> closed_at;  // the steps whose after_step closed the window
+  std::string close_line;          // what close() said at the end
+};
+
+// `steps` steps of a small model under a profiler whose window is [first, first + window).
+ProfiledRun run_steps(const std::filesystem::path& dir, const std::string& what, int64_t first, int64_t window,
+              int64_t steps) {
+  torch::manual_seed(0);
+  torch::nn::Linear layer(32, 16);
+  dtlab::train::AdamW optimizer(layer->parameters(), torch::optim::AdamWOptions(1e-3));
+  dtlab::report::StepProfiler profiler(dir, what, first, window);
+  ProfiledRun run;
+  for (int64_t step = 1; step <= steps; ++step) {
+    profiler.before_step(step);
+    one_step(layer, optimizer);
+    if (profiler.after_step(step)) run.closed_at.push_back(step);
+  }
+  run.close_line = profiler.close();
+  return run;
+}
+
 }  // namespace profile_test_detail
 
 using namespace profile_test_detail;
@@ -94,19 +116,10 @@ TEST(ProfileTest, SelfTimeIsTotalLessChildrenAndScopesSetThePhase) {
 }
 
 TEST(ProfileTest, WritesTraceAndTableOfTheWindowOnly) {
-  torch::manual_seed(0);
-  torch::nn::Linear layer(32, 16);
-  dtlab::train::AdamW optimizer(layer->parameters(), torch::optim::AdamWOptions(1e-3));
   const auto dir = dtlab::test::fresh_temp_dir("profile_window");
-  {
-    dtlab::report::StepProfiler profiler(dir, "a linear layer", 2, 2);
-    for (int64_t step = 1; step <= 4; ++step) {
-      profiler.before_step(step);
-      one_step(layer, optimizer);
-      const bool closed = profiler.after_step(step);
-      EXPECT_EQ(closed, step == 3) << "step " << step;
-    }
-  }
+  const ProfiledRun run = run_steps(dir, "a linear layer", 2, 2, 4);
+  EXPECT_EQ(run.closed_at, (std::vector<int64_t>{3}));
+  EXPECT_EQ(run.close_line, "") << "a window that closed was announced already";
   const nlohmann::json trace = dtlab::io::read_json_file(dir / "trace.json");
   std::set<std::string> names;
   for (const auto& e : trace.at("traceEvents")) {
@@ -126,33 +139,27 @@ TEST(ProfileTest, WritesTraceAndTableOfTheWindowOnly) {
 }
 
 TEST(ProfileTest, NothingIsRecordedOrWrittenWithoutAWindow) {
-  torch::nn::Linear layer(32, 16);
-  dtlab::train::AdamW optimizer(layer->parameters(), torch::optim::AdamWOptions(1e-3));
   const auto dir = dtlab::test::fresh_temp_dir("profile_off");
-  {
-    dtlab::report::StepProfiler profiler(dir, "off", 2, 0);
-    for (int64_t step = 1; step <= 3; ++step) {
-      profiler.before_step(step);
-      one_step(layer, optimizer);
-      EXPECT_FALSE(profiler.after_step(step));
-    }
-  }
+  const ProfiledRun run = run_steps(dir, "off", 2, 0, 3);
+  EXPECT_TRUE(run.closed_at.empty());
+  EXPECT_EQ(run.close_line, "");
   EXPECT_FALSE(std::filesystem::exists(dir / "trace.json"));
 }
 
-TEST(ProfileTest, ARunShorterThanTheWindowWritesWhatItHas) {
-  torch::nn::Linear layer(32, 16);
-  dtlab::train::AdamW optimizer(layer->parameters(), torch::optim::AdamWOptions(1e-3));
+TEST(ProfileTest, ARunShorterThanTheWindowWritesWhatItHasAndSaysSo) {
   const auto dir = dtlab::test::fresh_temp_dir("profile_short");
-  {
-    dtlab::report::StepProfiler profiler(dir, "short", 2, 3);
-    for (int64_t step = 1; step <= 2; ++step) {
-      profiler.before_step(step);
-      one_step(layer, optimizer);
-      EXPECT_FALSE(profiler.after_step(step));
-    }
-  }
+  const ProfiledRun run = run_steps(dir, "short", 2, 3, 2);
+  EXPECT_TRUE(run.closed_at.empty());
+  EXPECT_NE(run.close_line.find("ended after 1 of the 3 profiled steps"), std::string::npos) << run.close_line;
   EXPECT_NE(dtlab::io::read_file(dir / "profile.txt").find("short, step 2"), std::string::npos);
+}
+
+TEST(ProfileTest, ARunThatEndsBeforeTheWindowSaysNothingWasWritten) {
+  const auto dir = dtlab::test::fresh_temp_dir("profile_never");
+  const ProfiledRun run = run_steps(dir, "never", 2, 3, 1);
+  EXPECT_NE(run.close_line.find("ended before step 2"), std::string::npos) << run.close_line;
+  EXPECT_NE(run.close_line.find("--max_steps 4"), std::string::npos) << run.close_line;
+  EXPECT_FALSE(std::filesystem::exists(dir / "trace.json"));
 }
 
 TEST(ProfileTest, RecordsThePipelineStagesOnTheirOwnThreads) {

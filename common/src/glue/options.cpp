@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "dtlab/core/error.h"
+#include "dtlab/report/profile.h"
 
 namespace dtlab::glue {
 
@@ -49,9 +50,7 @@ void add_glue_flags(CLI::App& app, GlueOptions& o, GlueMode mode) {
   app.add_option("--progress_seconds", o.progress_seconds, "Seconds between progress lines")
       ->capture_default_str();
   app.add_flag("--no_save", o.no_save, "Do not write the fine-tuned model to output_dir");
-  app.add_flag("--profile", o.profile,
-                 "Record LibTorch's profiler over steps 2-4 (rank 0): output_dir/trace.json (Perfetto, "
-                 "chrome://tracing) and output_dir/profile.txt (top operators by self time per phase)");
+  app.add_flag("--profile", o.profile, report::kProfileFlagHelp);
   app.add_option("--dump_dir", o.dump_dir,
                  "Grading aid: write each rank's parameters, synchronised gradients and data "
                  "shard at --dump_step to DIR/rank<r>.safetensors");

@@ -17,6 +17,7 @@
 #include "dtlab/glue/options.h"
 #include "dtlab/glue/parts.h"
 #include "dtlab/io/json_file.h"
+#include "dtlab/report/profile.h"
 #include "dtlab/report/timing.h"
 #include "dtlab/tokenizer/bert_tokenizer.h"
 #include "dtlab/train/run.h"
@@ -90,12 +91,21 @@ Measurement measure(const GlueOptions& o, train::Run& run, const data::Features&
   group.barrier("task4 start");
   group.log().clear();
   const dist::InterfaceCounters before = dist::read_counters(interface);
+  // --profile: rank 0's steps 2-4 at this batch size, in a folder of their own (the bytes do not
+  // change; the time per iteration then includes the profiler's cost).
+  const std::filesystem::path profile_dir = std::filesystem::path(o.output_dir) / fmt::format("profile-batch{}", global);
+  report::StepProfiler profiler(profile_dir, fmt::format("task4 batch {}, rank 0", global), report::kProfileFirstStep,
+                                o.profile && run.lead() ? report::kProfileSteps : 0);
   report::Stopwatch watch;
   for (int64_t i = 0; i < iterations; ++i) {
     const data::Batch batch = data::make_batch(train_set, batches[i]);
+    profiler.before_step(i + 1);
     train::training_step(state, {i + 1, 1, &batches[i], &batch}, *sync);
+    if (profiler.after_step(i + 1)) fmt::print("profile: steps 2-{} in {}\n", i + 1, profile_dir.string());
   }
   const double seconds = watch.seconds();
+  const std::string unfinished_profile = profiler.close();
+  if (!unfinished_profile.empty()) fmt::print("{}\n", unfinished_profile);
   const dist::InterfaceCounters after = dist::read_counters(interface);
   group.barrier("task4 end");
 

@@ -212,6 +212,18 @@ bool StepProfiler::after_step(int64_t step) {
   return written_;
 }
 
+std::string StepProfiler::close() {
+  if (steps_ == 0 || (written_ && !recording_)) return "";  // not asked for, or announced
+  if (recording_) finish();
+  if (written_) {
+    return fmt::format("profile: the run ended after {} of the {} profiled steps: {} and {}", recorded_, steps_,
+                       (dir_ / "trace.json").string(), (dir_ / "profile.txt").string());
+  }
+  return fmt::format("profile: the run ended before step {}, the first profiled one: nothing written (give "
+                     "--max_steps {} or more)",
+                     first_step_, first_step_ + steps_ - 1);
+}
+
 void StepProfiler::finish() {
   recording_ = false;
   const auto lists = profile_detail::legacy::disableProfilerLegacy();

@@ -180,6 +180,8 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
       results.save(results_path);
     }
   }
+  const std::string unfinished_profile = profiler.close();
+  if (!unfinished_profile.empty()) fmt::print("{}\n", unfinished_profile);
 }
 
 }  // namespace dtlab::train

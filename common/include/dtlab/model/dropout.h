@@ -6,10 +6,12 @@
 // of two 32-bit draws of the default generator's Mersenne Twister, through the TensorIterator's
 // serial loop; then noise.div_(1 - p) and input * noise. The profile of task 1's step put
 // bernoulli_ at 18% of it (68 ms of 370 on bench_task1 tiny), in the kit and in eager PyTorch
-// alike. dropout_noise() draws the same numbers from the same generator in the same order,
-// in a plain loop, and writes 1 / (1 - p) or 0 directly (the float division div_ computes), so
-// that masks, losses and the generator's state after the step are unchanged
-// (tests/model_dropout_test.cpp compares it with at::dropout under one seed).
+// alike. dropout_noise() draws the same numbers from the same generator in the same order
+// (tempering a block of the twister's state at a time, the comparison on the 53-bit integer),
+// and writes 1 / (1 - p) or 0 directly (the float division div_ computes), so that masks, losses
+// and the generator's state after the step are unchanged (tests/model_dropout_test.cpp compares
+// it with at::dropout under one seed): about twice as fast (34 -> 17-22 ms a step on the
+// fixture's BERT at batch 32 x 128, measured with --profile).
 #pragma once
 
 #include <ATen/core/Generator.h>

@@ -76,6 +76,10 @@ class StepProfiler {
   void before_step(int64_t step);
   bool after_step(int64_t step);  // true when this step closed the window and the files are written
   bool written() const { return written_; }
+  // The run is over: writes a window it did not reach the end of. Returns the line to print for
+  // a profile that was asked for and did not close in after_step (what was written, or that the
+  // run ended before the window), "" otherwise.
+  std::string close();
 
  private:
   void finish();
@@ -88,5 +92,10 @@ class StepProfiler {
 // The default window of --profile: steps 2 to 4 (the first step allocates and warms up).
 constexpr int64_t kProfileFirstStep = 2;
 constexpr int64_t kProfileSteps = 3;
+
+// The --profile flag's help, for every driver.
+inline constexpr const char* kProfileFlagHelp =
+    "Record LibTorch's profiler over steps 2-4 (rank 0) into the output folder: trace.json (Perfetto, "
+    "chrome://tracing) and profile.txt (top operators by self time, per phase)";
 
 }  // namespace dtlab::report
