@@ -12,11 +12,11 @@
 #                                [--ranks "4 2"] [--steps 6] [--build build]
 # DIR (default out/grade, the grading's results folder) gets runs/cluster-<task>-<rate>-w<N>/
 # (each rank's log, output/results.json, run.json with the rate) and cluster-fixtures/ (the
-# model: BERT-base's width, 5 layers, the fixture's 662 words, sequence 16, global batch 8). Prints one line per run:
-# seconds per step, of it waiting for gradients; then, when DIR holds a grading (make demo),
-# renders its report again, with figure 9 from these runs. The hosts are always torn down: at
-# the end, on failure, on Ctrl-C or SIGTERM (and leftovers of a killed earlier run are removed
-# first).
+# model: BERT-base's width, 5 layers, the fixture's 662 words, sequence 8, global batch 8).
+# Prints one line per run: seconds per step, of it waiting for gradients; then, when DIR holds
+# a grading (make demo), renders its report again, with figure 9 from these runs. The hosts are
+# always torn down: at the end, on failure, on Ctrl-C or SIGTERM (and leftovers of a killed
+# earlier run are removed first).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +39,7 @@ while (($# > 0)); do
     --ranks) ranks_list=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
@@ -60,18 +60,19 @@ cleanup  # what a killed earlier run left behind
 
 # The model: BERT-base's layers (width 768, 12 heads, 7.1M parameters each), 5 of them, and the
 # fixture's own 662-word vocabulary: 36.9M parameters, S = 148 MB of gradients a step, 96% of them
-# in the layers. Sequence 16 and global batch 8 keep the computation small (about 0.5 s of a step
-# at 4 hosts sharing 2 cores, most of it AdamW's pass over the parameters), so that at 1 Gbit/s
-# the ring's 2(n-1)/n S per rank takes four times the computation and the star's 2(n-1) S
-# sixteen times: 2b beats 2a by more than 3. BERT-base's 30522-word vocabulary would put 61% of
-# the bytes in the word embeddings, whose gradient backward computes last, so DDP could hide
+# in the layers. Sequence 8 and global batch 8 keep the computation small (about 0.3 s of a step
+# at 4 hosts sharing 2 cores; at this size it is bound by the passes over the parameters' memory:
+# reading the weights, writing their gradients, AdamW's one pass), so that at 1 Gbit/s the
+# ring's 2(n-1)/n S per rank takes seven times the computation and the star's 2(n-1) S
+# almost thirty times: 2b beats 2a by more than 3. BERT-base's 30522-word vocabulary would put 61%
+# of the bytes in the word embeddings, whose gradient backward computes last, so DDP could hide
 # almost nothing behind backward; in the layers, bucket after bucket leaves while backward goes on.
 fixtures="$out/cluster-fixtures"
 "$build/tools/dtlab-fixtures" --out "$fixtures" --hidden_size 768 --num_hidden_layers 5 \
   --num_attention_heads 12 >/dev/null
 # The same training everywhere: on the emulated hosts and over loopback.
 train_flags=(--model_name_or_path "$fixtures/bert-tiny" --data_dir "$fixtures/RTE" --do_train
-  --max_seq_length 16 --global_batch_size 8 --max_steps "$steps" --dropout 0 --learning_rate 1e-4
+  --max_seq_length 8 --global_batch_size 8 --max_steps "$steps" --dropout 0 --learning_rate 1e-4
   --seed 42 --no_save --overwrite_output_dir)
 
 mkdir -p "$out/runs"

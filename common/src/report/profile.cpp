@@ -134,8 +134,9 @@ std::string format_operator_table(const std::vector<OperatorTime>& times, int64_
     for (const auto& t : times) {
       if (t.phase == phase) phase_self += t.self_us, ++count;
     }
-    out += fmt::format("\n{}: {:.1f} ms per step ({:.0f}% of the self time), {} operators\n", phase_name(phase),
-                       phase_self * per_step / 1000, all_self > 0 ? 100 * phase_self / all_self : 0.0, count);
+    out += fmt::format("\n{}: {:.1f} ms per step ({:.0f}% of the self time), {} operator{}\n", phase_name(phase),
+                       phase_self * per_step / 1000, all_self > 0 ? 100 * phase_self / all_self : 0.0, count,
+                       count == 1 ? "" : "s");
     if (count == 0) continue;
     out += fmt::format("  {:<44} {:>9} {:>7} {:>9} {:>7}\n", "operator", "self ms", "self %", "total ms", "calls");
     size_t shown = 0;

@@ -1,8 +1,6 @@
 // AdamW parameter groups and the linear warmup schedule, see train/optimizer.h.
 #include "dtlab/train/optimizer.h"
 
-#include <ATen/record_function.h>
-
 #include <algorithm>
 
 #include "dtlab/core/error.h"
@@ -28,13 +26,6 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
   groups.emplace_back(no_decay, options(0.0));
   return std::make_unique<AdamW>(
       groups, torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon));
-}
-
-torch::Tensor AdamW::step(LossClosure closure) {
-  // A scope of the update phase for the profiler (report::kUpdateScope), for the kit's step and
-  // for a student's step that calls it directly (task 1).
-  RECORD_USER_SCOPE("dtlab::update: optimizer.step");
-  return torch::optim::AdamW::step(std::move(closure));
 }
 
 LinearWarmupSchedule::LinearWarmupSchedule(torch::optim::Optimizer& optimizer,

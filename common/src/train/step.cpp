@@ -29,7 +29,11 @@ void apply_update(TrainState& state) {
   }
   state.optimizer->step();
   state.scheduler->step();
-  state.module->zero_grad();
+  // Gradients set to none rather than zero (PyTorch 2's default): the next backward then writes
+  // each gradient where it would have filled zeros and added to them, two passes over the
+  // parameters' size fewer (on the cluster demo's 37M parameters, where those passes are much
+  // of a step).
+  state.module->zero_grad(/*set_to_none=*/true);
 }
 
 }  // namespace dtlab::train

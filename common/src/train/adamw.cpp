@@ -1,0 +1,121 @@
+// AdamW's update in one pass over each parameter, see Note [AdamW in one pass] in
+// train/optimizer.h.
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <c10/util/string_utils.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "dtlab/model/ops.h"
+#include "dtlab/train/adamw_kernel.h"
+#include "dtlab/train/optimizer.h"
+
+namespace dtlab::train {
+
+namespace adamw_detail {
+
+using torch::optim::AdamWOptions;
+using torch::optim::AdamWParamState;
+
+// The step's constants: torch::optim::AdamW's doubles, as float (adamw_kernel.h).
+AdamWConstants constants(const AdamWOptions& o, int64_t step) {
+  const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+  const double bias_correction1 = 1 - std::pow(beta1, double(step));
+  const double bias_correction2 = 1 - std::pow(beta2, double(step));
+  AdamWConstants c;
+  c.decay = o.weight_decay() != 0;
+  c.keep = static_cast<float>(1 - o.lr() * o.weight_decay());
+  c.beta1 = static_cast<float>(beta1);
+  c.one_minus_beta1 = static_cast<float>(1 - beta1);
+  c.beta2 = static_cast<float>(beta2);
+  c.one_minus_beta2 = static_cast<float>(1 - beta2);
+  c.sqrt_bias_correction2 = static_cast<float>(std::sqrt(bias_correction2));
+  c.eps = static_cast<float>(o.eps());
+  c.minus_step_size = static_cast<float>(-(o.lr() / bias_correction1));
+  return c;
+}
+
+// Whether the one-pass loop applies: dense contiguous float tensors of one size on the CPU. Any
+// other parameter (a double one, a view with strides) takes LibTorch's operators.
+bool one_pass_applies(const torch::Tensor& p, const torch::Tensor& g, const AdamWParamState& s) {
+  auto plain = [&](const torch::Tensor& t) {
+    return t.defined() && t.device().is_cpu() && t.layout() == torch::kStrided &&
+           t.scalar_type() == torch::kFloat && t.is_contiguous() && t.sizes() == p.sizes();
+  };
+  return plain(p) && plain(g) && plain(s.exp_avg()) && plain(s.exp_avg_sq());
+}
+
+// The update of one parameter in one pass, its elements shared among LibTorch's threads. A row
+// of --profile's table of its own (report/profile.h), like an operator.
+void one_pass(torch::Tensor& p, const torch::Tensor& g, AdamWParamState& s, const AdamWConstants& c) {
+  RECORD_FUNCTION("dtlab::adamw_update", std::vector<c10::IValue>());
+  float* pp = p.data_ptr<float>();
+  const float* gp = g.data_ptr<float>();
+  float* mp = s.exp_avg().data_ptr<float>();
+  float* vp = s.exp_avg_sq().data_ptr<float>();
+  at::parallel_for(0, p.numel(), /*grain_size=*/32768,
+                   [&](int64_t begin, int64_t end) { adamw_update(pp, gp, mp, vp, begin, end, c); });
+}
+
+// The same update with LibTorch's operators, for the parameters one_pass does not take.
+void with_operators(torch::Tensor& p, const torch::Tensor& g, AdamWParamState& s,
+                    const AdamWOptions& o) {
+  const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+  const double step = double(s.step());
+  if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
+  s.exp_avg().mul_(beta1).add_(g, 1 - beta1);
+  s.exp_avg_sq().mul_(beta2).addcmul_(g, g, 1 - beta2);
+  const torch::Tensor denom =
+      (s.exp_avg_sq().sqrt() / std::sqrt(1 - std::pow(beta2, step))).add_(o.eps());
+  p.addcdiv_(s.exp_avg(), denom, -(o.lr() / (1 - std::pow(beta1, step))));
+}
+
+}  // namespace adamw_detail
+
+torch::Tensor AdamW::step(LossClosure closure) {
+  // A scope of the update phase for the profiler (report::kUpdateScope), for the kit's step and
+  // for a student's step that calls it directly (task 1).
+  RECORD_USER_SCOPE("dtlab::update: optimizer.step");
+  bool amsgrad = false;
+  for (auto& group : param_groups_) {
+    amsgrad |= static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad();
+  }
+  if (model::ops_in_use() == model::Ops::plain || amsgrad) {
+    return torch::optim::AdamW::step(std::move(closure));
+  }
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const torch::Tensor& g = p.grad();
+      TORCH_CHECK(!g.is_sparse(), "AdamW does not support sparse gradients");
+      // The state where torch::optim::AdamW keeps it, so that save/load and a switch between the
+      // two implementations see one optimiser.
+      auto& slot = state_[c10::guts::to_string(p.unsafeGetTensorImpl())];
+      if (!slot) {
+        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        slot = std::move(fresh);
+      }
+      auto& state = static_cast<torch::optim::AdamWParamState&>(*slot);
+      state.step(state.step() + 1);
+      if (adamw_detail::one_pass_applies(p, g, state)) {
+        adamw_detail::one_pass(p, g, state, adamw_detail::constants(options, state.step()));
+      } else {
+        adamw_detail::with_operators(p, g, state, options);
+      }
+    }
+  }
+  return loss;
+}
+
+}  // namespace dtlab::train
