@@ -182,6 +182,19 @@ TEST(KitAdamW, OneLoopInsteadOfNineOperators) {
   dtlab::model::use_ops(dtlab::model::Ops::kit);
 }
 
+TEST(KitAdamW, AutogradSeesTheUpdateAsInPlace) {
+  // A graph that saved a parameter before the step must not run backward after it, as with
+  // LibTorch's in-place operators.
+  auto w = torch::tensor({1.0f, 2.0f}).set_requires_grad(true);
+  dtlab::train::AdamW opt(std::vector<torch::Tensor>{w}, AdamWOptions(0.1));
+  (w * w).sum().backward();
+  const torch::Tensor saved_w = (w * w).sum();  // saves w for its backward
+  const auto version = w._version();
+  opt.step();
+  EXPECT_GT(w._version(), version);
+  EXPECT_THROW(saved_w.backward(), c10::Error);
+}
+
 TEST(KitAdamW, RunsTheClosureWithGradientsAndReturnsItsLoss) {
   auto w = torch::tensor({1.0f, 2.0f}).set_requires_grad(true);
   dtlab::train::AdamW opt(std::vector<torch::Tensor>{w}, AdamWOptions(0.1).weight_decay(0));

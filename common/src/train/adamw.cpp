@@ -56,6 +56,11 @@ void one_pass(torch::Tensor& p, const torch::Tensor& g, AdamWParamState& s, cons
   float* vp = s.exp_avg_sq().data_ptr<float>();
   at::parallel_for(0, p.numel(), /*grain_size=*/32768,
                    [&](int64_t begin, int64_t end) { adamw_update(pp, gp, mp, vp, begin, end, c); });
+  // Written through raw pointers: tell autograd, as an in-place operator would, so that a graph
+  // that saved the old values refuses to run backward instead of using the new ones.
+  for (const torch::Tensor* t : {&p, &s.exp_avg(), &s.exp_avg_sq()}) {
+    t->unsafeGetTensorImpl()->bump_version();
+  }
 }
 
 // The same update with LibTorch's operators, for the parameters one_pass does not take.
