@@ -1,8 +1,8 @@
 // The kit's AdamW (Note [AdamW in one pass], train/optimizer.h) against LibTorch's
 // torch::optim::AdamW: the same parameters, moments and step counts after many steps with weight
-// decay, changing learning rates, parameters without gradients and parameters the one-pass loop
-// does not take; one optimiser state for both implementations; and the loop really replaces the
-// nine operators.
+// decay, changing learning rates and a parameter without gradient; one optimiser state for both
+// implementations; the loop really replaces the nine operators, and a parameter it cannot take
+// hands the step to LibTorch.
 #include <gtest/gtest.h>
 
 #include <ATen/record_function.h>
@@ -22,12 +22,11 @@ using torch::optim::AdamWOptions;
 using torch::optim::AdamWParamState;
 
 // Parameters of several kinds: a decayed matrix larger than the loop's grain (77100 elements, so
-// at::parallel_for splits it), an undecayed vector, a decayed double matrix (LibTorch's operators
-// take it), and one that never gets a gradient.
-std::vector<torch::Tensor> make_parameters() {
+// at::parallel_for splits it), an undecayed vector, a decayed matrix of `third` (float: the loop
+// takes it; double: it does not), and one that never gets a gradient.
+std::vector<torch::Tensor> make_parameters(torch::ScalarType third = torch::kFloat) {
   torch::manual_seed(11);
-  return {torch::randn({257, 300}), torch::randn({300}), torch::randn({7, 5}, torch::kDouble),
-          torch::randn({4})};
+  return {torch::randn({257, 300}), torch::randn({300}), torch::randn({7, 5}, third), torch::randn({4})};
 }
 
 std::vector<torch::Tensor> copies(const std::vector<torch::Tensor>& ps) {
@@ -110,7 +109,8 @@ class OperatorCounter {
 
 // The same parameters and gradients under the kit's AdamW and under LibTorch's.
 struct SideBySide {
-  std::vector<torch::Tensor> initial = make_parameters();
+  explicit SideBySide(torch::ScalarType third = torch::kFloat) : initial(make_parameters(third)) {}
+  std::vector<torch::Tensor> initial;
   std::vector<torch::Tensor> kit = copies(initial), ref = copies(initial);
   dtlab::train::AdamW kit_opt{groups(kit), AdamWOptions(2e-3)};
   torch::optim::AdamW ref_opt{groups(ref), AdamWOptions(2e-3)};
@@ -180,6 +180,21 @@ TEST(KitAdamW, OneLoopInsteadOfNineOperators) {
     EXPECT_EQ(count["aten::addcdiv_"], 2);
   }
   dtlab::model::use_ops(dtlab::model::Ops::kit);
+}
+
+TEST(KitAdamW, AParameterTheLoopCannotTakeHandsTheStepToLibTorch) {
+  // A double parameter: the whole step is LibTorch's (its operators run, no loop), and the two
+  // optimisers stay equal to the bit.
+  SideBySide s(torch::kDouble);
+  for (int step = 0; step < 3; ++step) {
+    s.step(step, 2e-3, [](dtlab::train::AdamW& o) {
+      OperatorCounter count;
+      o.step();
+      EXPECT_EQ(count["dtlab::adamw_update"], 0);
+      EXPECT_EQ(count["aten::addcdiv_"], 3);  // the three parameters with gradients
+    });
+  }
+  for (size_t i = 0; i < s.kit.size(); ++i) EXPECT_TRUE(torch::equal(s.kit[i], s.ref[i])) << "parameter " << i;
 }
 
 TEST(KitAdamW, AutogradSeesTheUpdateAsInPlace) {

@@ -24,8 +24,7 @@ AdamWConstants constants(const AdamWOptions& o, int64_t step) {
   const double bias_correction1 = 1 - std::pow(beta1, double(step));
   const double bias_correction2 = 1 - std::pow(beta2, double(step));
   AdamWConstants c;
-  c.decay = o.weight_decay() != 0;
-  c.keep = static_cast<float>(1 - o.lr() * o.weight_decay());
+  c.keep = static_cast<float>(1 - o.lr() * o.weight_decay());  // exactly 1 without decay
   c.beta1 = static_cast<float>(beta1);
   c.one_minus_beta1 = static_cast<float>(1 - beta1);
   c.beta2 = static_cast<float>(beta2);
@@ -36,14 +35,10 @@ AdamWConstants constants(const AdamWOptions& o, int64_t step) {
   return c;
 }
 
-// Whether the one-pass loop applies: dense contiguous float tensors of one size on the CPU. Any
-// other parameter (a double one, a view with strides) takes LibTorch's operators.
-bool one_pass_applies(const torch::Tensor& p, const torch::Tensor& g, const AdamWParamState& s) {
-  auto plain = [&](const torch::Tensor& t) {
-    return t.defined() && t.device().is_cpu() && t.layout() == torch::kStrided &&
-           t.scalar_type() == torch::kFloat && t.is_contiguous() && t.sizes() == p.sizes();
-  };
-  return plain(p) && plain(g) && plain(s.exp_avg()) && plain(s.exp_avg_sq());
+// Whether one tensor suits the loop: dense, contiguous, float, on the CPU, of the parameter's size.
+bool suits_the_loop(const torch::Tensor& t, const torch::Tensor& p) {
+  return t.defined() && t.device().is_cpu() && t.layout() == torch::kStrided &&
+         t.scalar_type() == torch::kFloat && t.is_contiguous() && t.sizes() == p.sizes();
 }
 
 // The update of one parameter in one pass, its elements shared among LibTorch's threads. A row
@@ -63,30 +58,30 @@ void one_pass(torch::Tensor& p, const torch::Tensor& g, AdamWParamState& s, cons
   }
 }
 
-// The same update with LibTorch's operators, for the parameters one_pass does not take.
-void with_operators(torch::Tensor& p, const torch::Tensor& g, AdamWParamState& s,
-                    const AdamWOptions& o) {
-  const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-  const double step = double(s.step());
-  if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
-  s.exp_avg().mul_(beta1).add_(g, 1 - beta1);
-  s.exp_avg_sq().mul_(beta2).addcmul_(g, g, 1 - beta2);
-  const torch::Tensor denom =
-      (s.exp_avg_sq().sqrt() / std::sqrt(1 - std::pow(beta2, step))).add_(o.eps());
-  p.addcdiv_(s.exp_avg(), denom, -(o.lr() / (1 - std::pow(beta1, step))));
-}
-
 }  // namespace adamw_detail
+
+bool AdamW::loop_applies() const {
+  for (const auto& group : param_groups_) {
+    if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (!adamw_detail::suits_the_loop(p, p) || !adamw_detail::suits_the_loop(p.grad(), p)) return false;
+      const auto it = state_.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      if (it == state_.end()) continue;  // step() makes its moments like p
+      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      if (!adamw_detail::suits_the_loop(s.exp_avg(), p) || !adamw_detail::suits_the_loop(s.exp_avg_sq(), p)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
 
 torch::Tensor AdamW::step(LossClosure closure) {
   // A scope of the update phase for the profiler (report::kUpdateScope), for the kit's step and
   // for a student's step that calls it directly (task 1).
   RECORD_USER_SCOPE("dtlab::update: optimizer.step");
-  bool amsgrad = false;
-  for (auto& group : param_groups_) {
-    amsgrad |= static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad();
-  }
-  if (model::ops_in_use() == model::Ops::plain || amsgrad) {
+  if (model::ops_in_use() == model::Ops::plain || !loop_applies()) {
     return torch::optim::AdamW::step(std::move(closure));
   }
   torch::NoGradGuard no_grad;
@@ -99,8 +94,6 @@ torch::Tensor AdamW::step(LossClosure closure) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const torch::Tensor& g = p.grad();
-      TORCH_CHECK(!g.is_sparse(), "AdamW does not support sparse gradients");
       // The state where torch::optim::AdamW keeps it, so that save/load and a switch between the
       // two implementations see one optimiser.
       auto& slot = state_[c10::guts::to_string(p.unsafeGetTensorImpl())];
@@ -113,11 +106,7 @@ torch::Tensor AdamW::step(LossClosure closure) {
       }
       auto& state = static_cast<torch::optim::AdamWParamState&>(*slot);
       state.step(state.step() + 1);
-      if (adamw_detail::one_pass_applies(p, g, state)) {
-        adamw_detail::one_pass(p, g, state, adamw_detail::constants(options, state.step()));
-      } else {
-        adamw_detail::with_operators(p, g, state, options);
-      }
+      adamw_detail::one_pass(p, p.grad(), state, adamw_detail::constants(options, state.step()));
     }
   }
   return loss;

@@ -10,16 +10,16 @@ namespace dtlab::train {
 
 void adamw_update(float* __restrict p, const float* __restrict g, float* __restrict m,
                   float* __restrict v, int64_t begin, int64_t end, const AdamWConstants& c) {
-  // The order of LibTorch's operators, one element at a time: p.mul_(keep);
+  // The order of LibTorch's operators, one element at a time: p.mul_(keep) (LibTorch skips it
+  // without weight decay; keep is then 1 and p * 1 is p);
   // m.mul_(beta1).add_(g, 1 - beta1); v.mul_(beta2).addcmul_(g, g, 1 - beta2);
   // denom = (v.sqrt() / sqrt(bias_correction2)).add_(eps); p.addcdiv_(m, denom, -step_size).
-  const float keep = c.decay ? c.keep : 1.0f;  // p * 1 is p: one loop for both
   for (int64_t i = begin; i < end; ++i) {
     const float gi = g[i];
     const float mi = m[i] * c.beta1 + c.one_minus_beta1 * gi;
     const float vi = v[i] * c.beta2 + c.one_minus_beta2 * gi * gi;
     const float denom = std::sqrt(vi) / c.sqrt_bias_correction2 + c.eps;
-    p[i] = p[i] * keep + c.minus_step_size * mi / denom;
+    p[i] = p[i] * c.keep + c.minus_step_size * mi / denom;
     m[i] = mi;
     v[i] = vi;
   }

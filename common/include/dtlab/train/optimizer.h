@@ -29,20 +29,23 @@ bool exempt_from_weight_decay(const torch::Tensor& parameter);
 // (p.mul_, exp_avg.mul_ and add_, exp_avg_sq.mul_ and addcmul_, sqrt, a division, add_,
 // p.addcdiv_), two of them into new tensors: about 22 reads and writes of the parameter's size,
 // where the update needs 7 (read p, g, m, v; write p, m, v). Where the model's computation is
-// small against its size (the emulated cluster's 37M-parameter BERT on 32 tokens a rank, or any
+// small against its size (the emulated cluster's 37M-parameter BERT on 16 tokens a rank, or any
 // short sequence) that pass is a large part of a step. step() here does the same arithmetic
 // element by element in one loop (train/adamw_kernel.cpp, shared among LibTorch's threads by
 // at::parallel_for): the same operations in the same order on the same float constants, so it
 // differs from LibTorch's only where LibTorch's vectorised add fuses a multiply and an add into
 // one rounding (a few units in the last place; tests/adamw_test.cpp holds the two within 1e-6,
 // relative, over 40 steps). Its state is torch::optim::AdamW's own (step, exp_avg, exp_avg_sq
-// under the same keys), so save/load and state() are unchanged. Parameters that are not
-// contiguous float tensors on the CPU take the same update through LibTorch's operators;
-// amsgrad, and `--plain` (model/ops.h), take LibTorch's step itself.
+// under the same keys), so save/load and state() are unchanged. When a parameter, its gradient
+// or its moments are not contiguous float tensors on the CPU, or a group asks for amsgrad, or
+// under `--plain` (model/ops.h), the whole step is LibTorch's own.
 class AdamW : public torch::optim::AdamW {
  public:
   using torch::optim::AdamW::AdamW;
   torch::Tensor step(LossClosure closure = nullptr) override;
+
+ private:
+  bool loop_applies() const;  // every parameter suits the one-pass loop (the Note)
 };
 
 // Two parameter groups: weight decay on every parameter but the exempt ones, none on those.
