@@ -1,7 +1,26 @@
 # dtlab: the commands people type. CMake does the work (CMakePresets.json); this file only names
 # the common runs. `make help` lists them.
 
-BUILD    := build
+# Which LibTorch (Note [Which LibTorch], cmake/DtlabTorch.cmake): TORCH=system is Debian's 1.13
+# (or any found through CMAKE_PREFIX_PATH), in build/; TORCH=pip is PyPI's torch that
+# `scripts/setup.sh --torch` installs into .torch/venv, in build-pip/; TORCH=/path/to/venv is
+# a torch 2.x of yours, in build-torch/. TORCH_CUDA=ON links a pip torch's CUDA half too (NCCL).
+TORCH    ?= system
+TORCH_CUDA ?= OFF
+# PYTHON: the tooling's Python (golden data, bench/compare_eager.py) on the same torch.
+ifeq ($(TORCH),system)
+BUILD    ?= build
+TORCH_ARGS :=
+PYTHON   ?= .venv-golden/bin/python
+else ifeq ($(TORCH),pip)
+BUILD    ?= build-pip
+TORCH_ARGS := -DDTLAB_TORCH=$(CURDIR)/.torch/venv -DDTLAB_CUDA=$(TORCH_CUDA)
+PYTHON   ?= .torch/venv/bin/python
+else
+BUILD    ?= build-torch
+TORCH_ARGS := -DDTLAB_TORCH=$(abspath $(TORCH)) -DDTLAB_CUDA=$(TORCH_CUDA)
+PYTHON   ?= $(abspath $(TORCH))/bin/python
+endif
 JOBS     ?= $(shell nproc)
 CMAKE_ARGS ?=
 FIXTURES ?= fixtures
@@ -78,7 +97,7 @@ setup:
 	./scripts/setup.sh
 
 $(BUILD)/build.ninja:
-	cmake --preset default $(CMAKE_ARGS)
+	cmake --preset default -B $(BUILD) $(TORCH_ARGS) $(CMAKE_ARGS)
 
 configure: $(BUILD)/build.ninja
 
@@ -220,15 +239,16 @@ bench-dp-gpt2: configure
 bench-pipeline: configure
 	cmake --build $(BUILD) --target bench-pipeline
 
-# The kit's step against the same model in eager PyTorch (transformers, Debian's PyTorch 1.13) in
-# alternating rounds, task 1's BERT or dtlab-gpt2's GPT-2 (bench/compare_eager.py; ARGS=--profile
-# DIR profiles both sides): tooling, it needs tests/golden/setup_venv.sh once (PyPI).
+# The kit's step against the same model in eager PyTorch (transformers, on the same torch as the
+# build: Debian's PyTorch 1.13, or TORCH=pip's 2.x) in alternating rounds, task 1's BERT or
+# dtlab-gpt2's GPT-2 (bench/compare_eager.py; ARGS=--profile DIR profiles both sides, ARGS=--compile
+# adds torch.compile on 2.x): tooling, it needs tests/golden/setup_venv.sh [--torch] once (PyPI).
 bench-task1-eager: configure
 	cmake --build $(BUILD) --target bench_task1
-	.venv-golden/bin/python bench/compare_eager.py --bench task1 --build $(BUILD) $(ARGS)
+	$(PYTHON) bench/compare_eager.py --bench task1 --build $(BUILD) $(ARGS)
 bench-gpt2-eager: configure
 	cmake --build $(BUILD) --target bench_gpt2
-	.venv-golden/bin/python bench/compare_eager.py --bench gpt2 --build $(BUILD) $(ARGS)
+	$(PYTHON) bench/compare_eager.py --bench gpt2 --build $(BUILD) $(ARGS)
 
 clean:
 	rm -rf $(BUILD)

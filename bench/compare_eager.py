@@ -7,6 +7,10 @@
     .venv-golden/bin/python bench/compare_eager.py --bench gpt2 [--models gpt2-mini,gpt2] [--rounds 3]
     ... --profile DIR                   # also profile both sides: DIR/kit/<model>/, DIR/eager/<model>/
 
+    On PyPI's torch 2.x (scripts/setup.sh --torch; tests/golden/setup_venv.sh --torch):
+    .torch/venv/bin/python bench/compare_eager.py --build build-pip --bench task1 [--compile]
+    ... --compile                       # a third side: eager under torch.compile (inductor, CPU)
+
 Each round runs both sides once, each in a fresh process: the kit's bench (build/bench/bench_task1:
 dtlab::task1::train_step, task 1's step; build/bench/bench_gpt2: dtlab::train::training_step, the
 step dtlab-gpt2 takes) and this script's --worker (Hugging Face transformers' BertForSequence-
@@ -20,13 +24,19 @@ from the same generator, forward and loss (task1: the classifier's cross-entropy
 all-ones attention mask, random segment ids; gpt2: forward on tokens[:, :-1], cross-entropy
 against tokens[:, 1:] averaged over the target tokens), backward, clip_grad_norm_ 1.0, AdamW (two
 groups: parameters of fewer than two dimensions apart, weight decay 0; task1 lr 5e-5, gpt2 1e-4),
-the linear schedule, zero_grad (to zeros, as LibTorch 1.13 does). For GPT-2 the kit draws its
+the linear schedule, zero_grad. For GPT-2 the kit draws its
 weights in transformers' order, so the first losses of the two sides agree bit for bit (or in the
 last digits where a sum is split over threads); the kit's BERT draws its weights in another order,
 so there the first losses are only both near ln 2.
 
+With --compile (torch 2.x), a third side runs the same eager step with the model under
+torch.compile (inductor on the CPU, the default mode): the stronger anchor. Its first step, which
+compiles, is discarded like every side's. The three sides rotate their order from round to round.
+zero_grad sets gradients to None on the eager sides (PyTorch 2's default; the kit's update does
+the same).
+
 Each process discards its first step (warm-up) and averages the rest. The ratio quoted is
-kit s/iter / eager s/iter per round (issue 13's goal: at most 0.9), with its median. With
+kit s/iter / eager s/iter per round (the goal: at most 0.9), with its median. With
 --profile, each side also profiles 3 more steps after its timed ones (the kit: bench --profile,
 report/profile.h; eager: torch.autograd.profiler, the same legacy CPU profiler), so the tables
 of profile.txt can be read side by side. Tooling only: the kit never needs Python.
@@ -99,6 +109,8 @@ def eager_worker(args):
 
     torch.set_num_threads(args.threads)
     model, loss_of = make_model(args, torch)
+    if args.compile:
+        loss_of = torch.compile(loss_of)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.0}, {"params": no_decay, "weight_decay": 0.0}],
@@ -113,7 +125,7 @@ def eager_worker(args):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        model.zero_grad(set_to_none=False)
+        model.zero_grad(set_to_none=True)
         return loss.item()
 
     seconds, losses = [], []
@@ -133,7 +145,7 @@ def eager_worker(args):
             f.write("eager PyTorch, 3 steps; times are totals over the 3 steps\n")
             f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40))
     timed = seconds[1:]
-    print(json.dumps({"models": [{"model": args.models, "seconds": seconds, "losses": losses,
+    print(json.dumps({"models": [{"model": args.models, "seconds": seconds, "losses": losses, "torch": torch.__version__,
                                   "last_loss": losses[-1], "seconds_per_iteration": {"mean": statistics.mean(timed)}}],
                       "environment": {"threads": torch.get_num_threads(), "torch": torch.__version__}}))
 
@@ -165,6 +177,7 @@ def main():
     parser.add_argument("--profile", help="folder: both sides also profile 3 steps into FOLDER/kit, FOLDER/eager")
     parser.add_argument("--build", default=os.path.join(REPO, "build"), help="the kit's build folder")
     parser.add_argument("--json", help="also write every round's figures to this file")
+    parser.add_argument("--compile", action="store_true", help="also time eager under torch.compile (torch 2.x)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     defaults = DEFAULTS[args.bench]
@@ -201,14 +214,19 @@ def main():
         "kit": lambda m: [bench, "--models", m, "--json", "-"] + common + kit_only + profile("kit"),
         "eager": lambda m: [sys.executable, os.path.abspath(__file__), "--worker", "--bench", args.bench,
                             "--models", m] + common + profile("eager"),
+        "compiled": lambda m: [sys.executable, os.path.abspath(__file__), "--worker", "--compile", "--bench",
+                               args.bench, "--models", m] + common + profile("compiled"),
     }
+    names = ["kit", "eager"] + (["compiled"] if args.compile else [])
     print("compare_eager: {} step, batch {} x seq {}, {} threads, {} steps per run (first discarded), {} rounds, "
           "order alternating".format(args.bench, args.batch, args.seq, args.threads, args.iters, args.rounds))
     record = {"settings": vars(args), "models": {}}
     for m in models:
         rounds = []
         for r in range(args.rounds):
-            order = ["kit", "eager"] if r % 2 == 0 else ["eager", "kit"]
+            order = names[r % len(names):] + names[:r % len(names)]
+            if len(names) == 2 and r % 2 == 1:
+                order = ["eager", "kit"]
             result = {}
             for side in order:
                 out = run_side(sides[side](m))
@@ -217,12 +235,21 @@ def main():
                     result["environment"] = out["environment"]
             kit, eager = result["kit"], result["eager"]
             ratio = kit["seconds_per_iteration"]["mean"] / eager["seconds_per_iteration"]["mean"]
-            rounds.append({"order": order, "kit": kit, "eager": eager, "ratio": ratio,
-                           "environment": result["environment"]})
-            print("  {} round {} ({} first): kit {:.3f} s/iter, eager {:.3f} s/iter, kit/eager {:.3f}; "
+            entry = {"order": order, "kit": kit, "eager": eager, "ratio": ratio,
+                     "environment": result["environment"]}
+            compiled_text = ""
+            if "compiled" in result:
+                compiled = result["compiled"]
+                entry["compiled"] = compiled
+                entry["ratio_compiled"] = kit["seconds_per_iteration"]["mean"] / compiled["seconds_per_iteration"]["mean"]
+                compiled_text = ", compiled {:.3f} s/iter, kit/compiled {:.3f}".format(
+                    compiled["seconds_per_iteration"]["mean"], entry["ratio_compiled"])
+            rounds.append(entry)
+            print("  {} round {} ({} first): kit {:.3f} s/iter, eager {:.3f} s/iter, kit/eager {:.3f}{}; "
                   "first loss kit {:.6f} eager {:.6f}".format(
                       m, r + 1, order[0], kit["seconds_per_iteration"]["mean"],
-                      eager["seconds_per_iteration"]["mean"], ratio, first_loss(kit), first_loss(eager)))
+                      eager["seconds_per_iteration"]["mean"], ratio, compiled_text, first_loss(kit),
+                      first_loss(eager)))
             sys.stdout.flush()
         ratios = [x["ratio"] for x in rounds]
         kit_mean = statistics.mean(x["kit"]["seconds_per_iteration"]["mean"] for x in rounds)
@@ -232,8 +259,15 @@ def main():
               "{}: median {:.3f}, max {:.3f}".format(
                   m, kit_mean, tokens / kit_mean, eager_mean, tokens / eager_mean,
                   ", ".join("{:.3f}".format(x) for x in ratios), statistics.median(ratios), max(ratios)))
+        if args.compile:
+            compiled_ratios = [x["ratio_compiled"] for x in rounds]
+            compiled_mean = statistics.mean(x["compiled"]["seconds_per_iteration"]["mean"] for x in rounds)
+            print("{}: compiled {:.3f} s/iter ({:.0f} tokens/s); kit/compiled per round {}: median {:.3f}".format(
+                m, compiled_mean, tokens / compiled_mean, ", ".join("{:.3f}".format(x) for x in compiled_ratios),
+                statistics.median(compiled_ratios)))
         env = rounds[0]["environment"]
-        print("  runtime: {} | {}".format(env.get("blas", "?"), env.get("libtorch", "?")))
+        print("  runtime: {} | LibTorch {} | eager's torch {}".format(
+            env.get("blas", "?"), env.get("libtorch", "?"), rounds[0]["eager"].get("torch", "?")))
         record["models"][m] = {"rounds": rounds, "median_ratio": statistics.median(ratios)}
     if args.json:
         tmp = args.json + ".tmp"

@@ -1,30 +1,5 @@
 # Helpers, one per kind of target, so that adding an exercise or a test is one line.
 
-# Prints which LibTorch was found and which c10d backends it was built with.
-function(dtlab_report_torch)
-  set(defs "")
-  foreach(t torch torch_cpu torch_cuda)
-    if(TARGET ${t})
-      get_target_property(d ${t} INTERFACE_COMPILE_DEFINITIONS)
-      if(d)
-        list(APPEND defs ${d})
-      endif()
-    endif()
-  endforeach()
-  set(gloo no)
-  set(nccl no)
-  if("USE_C10D_GLOO" IN_LIST defs)
-    set(gloo yes)
-  endif()
-  if("USE_C10D_NCCL" IN_LIST defs)
-    set(nccl yes)
-  endif()
-  set(DTLAB_HAVE_GLOO ${gloo} PARENT_SCOPE)
-  set(DTLAB_HAVE_NCCL ${nccl} PARENT_SCOPE)
-  message(STATUS "dtlab: LibTorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
-  message(STATUS "dtlab: c10d backends: gloo=${gloo} nccl=${nccl}")
-endfunction()
-
 # Note [Unity builds]: on 2 cores the build is dominated by a floor of about 5 s per translation
 # unit that includes LibTorch, even with the precompiled header (loading its 500 MB takes that
 # long), so the kit's own libraries and programs compile their small files in groups: one

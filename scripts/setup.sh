@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dtlab builds and runs with, when any is missing, and points the
 # system BLAS at OpenBLAS. Safe to run again: with everything in place it only checks.
-# Usage: scripts/setup.sh [--with-real-text]
+# Usage: scripts/setup.sh [--with-real-text] [--torch [VERSION]]
+#
+# --torch [VERSION]: also installs PyPI's torch (default: the pinned version below) into the
+# project-local venv .torch/venv (nothing outside the repository changes), for
+# `make test TORCH=pip` (Note [Which LibTorch] in cmake/DtlabTorch.cmake). The pin moves by
+# editing torch_pin below; the README's "LibTorch 2.x" section says what to check when it moves.
+# The download (about 3.5 GB: torch and the CUDA runtime wheels it depends on) happens here and
+# only here: no build or test downloads anything.
 #
 # Why each package:
 #   g++ make cmake ninja-build pkg-config   the build
@@ -17,6 +24,8 @@
 #                                           clean sans-serif font
 #   git                                     provenance of every grade (the commit) and the
 #                                           student release (the tracked files)
+# Only with --torch:
+#   python3-venv                            the project-local venv that holds PyPI's torch
 # Only with --with-real-text:
 #   trans-de-en                             the Ding German-English dictionary, whose example
 #                                           sentences dtlab-translation-data turns into a real
@@ -33,11 +42,19 @@ packages=(g++ make cmake ninja-build pkg-config libtorch-dev libopenblas0-openmp
           libgloo-dev nlohmann-json3-dev libfmt-dev libutf8proc-dev libgtest-dev
           gnuplot-nox fonts-liberation git)
 
-for arg in "$@"; do
-  case "$arg" in
+# The LibTorch 2.x that CI tests beside Debian's 1.13. Move the pin here (and nowhere else).
+torch_pin=2.15.0
+torch_version=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
     --with-real-text) packages+=(trans-de-en) ;;
-    *) echo "setup: unknown option $arg (the only one is --with-real-text)" >&2; exit 2 ;;
+    --torch)
+      torch_version=$torch_pin
+      if [[ $# -gt 1 && "$2" =~ ^[0-9]+\.[0-9]+(\.[0-9]+)?$ ]]; then torch_version=$2; shift; fi
+      packages+=(python3-venv) ;;
+    *) echo "setup: unknown option $1 (the options are --with-real-text and --torch [VERSION])" >&2; exit 2 ;;
   esac
+  shift
 done
 
 missing=()
@@ -75,3 +92,18 @@ for lib in libblas.so.3 liblapack.so.3; do
   fi
 done
 echo "setup: all dtlab packages are installed; BLAS: $(readlink -f "/usr/lib/$arch/libblas.so.3")"
+
+# PyPI's torch in .torch/venv, when asked for and not already there at that version.
+if [[ -n "$torch_version" ]]; then
+  repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  venv=$repo_root/.torch/venv
+  have=$(cat "$venv/torch-version" 2>/dev/null || true)
+  if [[ "$have" != "$torch_version" ]]; then
+    echo "setup: installing torch==$torch_version from PyPI into $venv"
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version"
+    echo "$torch_version" > "$venv/torch-version"
+  fi
+  echo "setup: torch $torch_version in $venv: build and test with make test TORCH=pip"
+fi

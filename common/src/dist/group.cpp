@@ -139,7 +139,7 @@ void check_same_operation(Group::State& s, const CommRecord& record) {
                     "same order): " + lines);
 }
 
-using Launch = std::function<c10::intrusive_ptr<c10d::Work>(c10d::ProcessGroup&)>;
+using Launch = std::function<c10::intrusive_ptr<c10d::Work>(C10dBackend&)>;
 
 // The one path of every operation: number it, launch it, turn a launch failure into a
 // DistError. The caller waits (blocking calls) or keeps the PendingWork (async ones).
@@ -220,7 +220,7 @@ bool Group::checks_collectives() const { return state_->check_collectives; }
 void Group::all_reduce(torch::Tensor& tensor, ReduceOp op, const std::string& tag) {
   require_contiguous(tensor, "all_reduce");
   const std::chrono::milliseconds timeout = state_->timeout;
-  start(*state_, describe("all_reduce", tensor, tag), [&](c10d::ProcessGroup& pg) {
+  start(*state_, describe("all_reduce", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
     options.reduceOp = c10d_op(op);
@@ -233,7 +233,7 @@ void Group::all_reduce(torch::Tensor& tensor, ReduceOp op, const std::string& ta
 PendingWork Group::all_reduce_async(torch::Tensor& tensor, const std::string& tag) {
   require_contiguous(tensor, "all_reduce");
   const std::chrono::milliseconds timeout = state_->timeout;
-  return start(*state_, describe("all_reduce", tensor, tag), [&](c10d::ProcessGroup& pg) {
+  return start(*state_, describe("all_reduce", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
@@ -257,7 +257,7 @@ void Group::gather(const torch::Tensor& tensor, std::vector<torch::Tensor>* gath
     outputs.push_back(*gather_list);
   }
   const std::chrono::milliseconds timeout = state_->timeout;
-  start(*state_, describe("gather", tensor, tag), [&](c10d::ProcessGroup& pg) {
+  start(*state_, describe("gather", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> inputs{tensor};
     c10d::GatherOptions options;
     options.rootRank = dst;
@@ -285,7 +285,7 @@ void Group::scatter(torch::Tensor& tensor, const std::vector<torch::Tensor>* sca
     inputs.push_back(list);
   }
   const std::chrono::milliseconds timeout = state_->timeout;
-  start(*state_, describe("scatter", tensor, tag), [&](c10d::ProcessGroup& pg) {
+  start(*state_, describe("scatter", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> outputs{tensor};
     c10d::ScatterOptions options;
     options.rootRank = src;
@@ -298,7 +298,7 @@ void Group::broadcast(torch::Tensor& tensor, int src, const std::string& tag) {
   require_contiguous(tensor, "broadcast");
   require_rank(*state_, src, "broadcast", "source");
   const std::chrono::milliseconds timeout = state_->timeout;
-  start(*state_, describe("broadcast", tensor, tag), [&](c10d::ProcessGroup& pg) {
+  start(*state_, describe("broadcast", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     c10d::BroadcastOptions options;
     options.rootRank = src;
@@ -312,7 +312,7 @@ std::vector<torch::Tensor> Group::all_gather(const torch::Tensor& tensor, const 
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < size(); ++r) outputs[0].push_back(torch::empty_like(tensor));
   const std::chrono::milliseconds timeout = state_->timeout;
-  start(*state_, describe("all_gather", tensor, tag), [&](c10d::ProcessGroup& pg) {
+  start(*state_, describe("all_gather", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> inputs{tensor};
     c10d::AllgatherOptions options;
     options.timeout = timeout;
@@ -340,7 +340,7 @@ void Group::reduce_scatter(torch::Tensor& output, const std::vector<torch::Tenso
   }
   const std::chrono::milliseconds timeout = state_->timeout;
   if (backend() == "nccl") {
-    start(*state_, describe("reduce_scatter", output, tag), [&](c10d::ProcessGroup& pg) {
+    start(*state_, describe("reduce_scatter", output, tag), [&](C10dBackend& pg) {
       std::vector<at::Tensor> outputs{output};
       c10d::ReduceScatterOptions options;
       options.reduceOp = c10d::ReduceOp::SUM;
@@ -352,7 +352,7 @@ void Group::reduce_scatter(torch::Tensor& output, const std::vector<torch::Tenso
     // concatenated inputs, of which this rank keeps its own part (recorded as what it is).
     torch::Tensor flat = torch::cat(lists[0]).reshape(-1);
     start(*state_, describe("reduce_scatter", output, tag + (tag.empty() ? "" : " ") + "(as all_reduce)"),
-          [&](c10d::ProcessGroup& pg) {
+          [&](C10dBackend& pg) {
             std::vector<at::Tensor> tensors{flat};
             c10d::AllreduceOptions options;
             options.reduceOp = c10d::ReduceOp::SUM;
@@ -366,7 +366,7 @@ void Group::reduce_scatter(torch::Tensor& output, const std::vector<torch::Tenso
 
 void Group::barrier(const std::string& tag) {
   const std::chrono::milliseconds timeout = state_->timeout;
-  start(*state_, describe("barrier", torch::Tensor(), tag), [&](c10d::ProcessGroup& pg) {
+  start(*state_, describe("barrier", torch::Tensor(), tag), [&](C10dBackend& pg) {
     c10d::BarrierOptions options;
     options.timeout = timeout;
     return pg.barrier(options);
@@ -377,7 +377,7 @@ PendingWork Group::send_async(const torch::Tensor& tensor, int dst, const std::s
   require_contiguous(tensor, "send");
   require_rank(*state_, dst, "send", "destination");
   if (dst == rank()) throw Error("send: rank " + std::to_string(dst) + " cannot send to itself");
-  return start(*state_, describe("send", tensor, tag), [&](c10d::ProcessGroup& pg) {
+  return start(*state_, describe("send", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     return pg.send(tensors, dst, /*tag=*/0);
   });
@@ -387,7 +387,7 @@ PendingWork Group::recv_async(torch::Tensor& tensor, int src, const std::string&
   require_contiguous(tensor, "recv");
   require_rank(*state_, src, "recv", "source");
   if (src == rank()) throw Error("recv: rank " + std::to_string(src) + " cannot receive from itself");
-  return start(*state_, describe("recv", tensor, tag), [&](c10d::ProcessGroup& pg) {
+  return start(*state_, describe("recv", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     return pg.recv(tensors, src, /*tag=*/0);
   });
@@ -401,7 +401,7 @@ void Group::recv(torch::Tensor& tensor, int src, const std::string& tag) {
   recv_async(tensor, src, tag).wait();
 }
 
-std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank,
+std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<C10dBackend> pg, int rank,
                                           int size, std::chrono::milliseconds timeout,
                                           std::string backend, int local_rank,
                                           int local_world_size, int ranks_on_this_machine) {

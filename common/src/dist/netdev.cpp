@@ -4,6 +4,8 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "dtlab/core/error.h"
@@ -144,6 +147,39 @@ std::string interface_towards(const std::string& master_addr, int master_port,
                               const std::optional<std::string>& interface) {
   if (interface) return *interface;
   return interface_for_address(local_address_towards(master_addr, master_port));
+}
+
+bool accepts_connections(const std::string& host, int port, std::chrono::milliseconds limit) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + limit;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &resolved) != 0 || !resolved) return false;
+  bool accepted = false;
+  while (!accepted) {
+    for (addrinfo* a = resolved; a && !accepted; a = a->ai_next) {
+      FdCloser sock{::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol)};
+      if (sock.fd < 0) continue;
+      if (::connect(sock.fd, a->ai_addr, a->ai_addrlen) == 0) {
+        accepted = true;
+        break;
+      }
+      if (errno != EINPROGRESS) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      pollfd p{sock.fd, POLLOUT, 0};
+      if (::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1000))) == 1) {
+        int error = 0;
+        socklen_t len = sizeof error;
+        accepted = ::getsockopt(sock.fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0;
+      }
+    }
+    if (accepted || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::freeaddrinfo(resolved);
+  return accepted;
 }
 
 }  // namespace dtlab::dist

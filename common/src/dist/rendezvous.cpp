@@ -45,6 +45,28 @@ std::string machine_id() {
 std::string who(const Settings& s) { return "rank " + std::to_string(s.rank); }
 std::string master(const Settings& s) { return s.master_addr + ":" + std::to_string(s.master_port); }
 
+// A TCPStore answers at once, but a port where another program listens accepts the connection
+// and then never answers, and so does a stopped master. So every query of a rank that is not the
+// store's server is bounded (Note [A client's answer bound]), and each rank first sets a key and
+// waits for it, a few seconds at most: a rendezvous answers in a millisecond; silence means the
+// port is someone else's.
+constexpr std::chrono::milliseconds kProbeLimit{5000};
+
+std::string not_a_rendezvous(const Settings& s, std::chrono::milliseconds limit, const std::string& why) {
+  return who(s) + ": " + master(s) + " accepted the connection but did not answer as a rendezvous within " +
+         seconds_text(limit) + ": another program listens on that port (where rank 0 runs, it says the port is "
+         "in use), or rank 0 is suspended (Ctrl-Z, a debugger). Pick another --master_port, or check "
+         "--master_ip (" + why + ")";
+}
+
+// Note [A client's answer bound]: c10d's TCPStore client reads every answer with its socket's
+// timeout, which is the timeout it was made with (2.x also waits for an answer while it is made,
+// and a wait that timed out waits for the answer to its cancel). Made with --timeout, a stopped
+// master or a foreign port would cost --timeout for each such read. So a client rank first waits,
+// up to --timeout, until the master's port accepts connections (ranks may start before rank 0),
+// then makes its client with a timeout of kStoreAnswer, which bounds every answer, and sets the
+// store's own timeout (what its waits and gets wait for keys) to --timeout.
+
 // The store every rank meets in: a TCPStore that rank 0 serves (or torchrun's agent), under a
 // prefix of this restart attempt so that keys of an earlier run never meet this one's.
 c10::intrusive_ptr<c10d::Store> connect_store(const Settings& s) {
@@ -52,34 +74,34 @@ c10::intrusive_ptr<c10d::Store> connect_store(const Settings& s) {
   if (s.world_size == 1) {
     store = c10::make_intrusive<c10d::HashStore>();
   } else {
+    const bool server = s.rank == 0 && !s.use_agent_store;
+    const auto cannot_reach = [&](const std::string& why) {
+      return DistError(who(s) + ": cannot reach the master at " + master(s) + " within " + seconds_text(s.timeout) +
+                       ": is rank 0 running there, and are --master_ip and --master_port right? (" + why + ")");
+    };
+    if (!server && !accepts_connections(s.master_addr, s.master_port, s.timeout)) {
+      throw cannot_reach("nothing accepted a connection");
+    }
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(s.master_port);
-    options.isServer = s.rank == 0 && !s.use_agent_store;
+    options.isServer = server;
     options.waitWorkers = false;  // our own rendezvous names the ranks that are missing
-    options.timeout = s.timeout;
+    options.timeout = server ? s.timeout : std::min(s.timeout, detail::kStoreAnswer);
     try {
       store = c10::make_intrusive<c10d::TCPStore>(s.master_addr, options);
     } catch (const std::exception& e) {
       const std::string why = what_of(e);
-      if (s.rank == 0 && why.find("in use") != std::string::npos) {
+      if (server && why.find("in use") != std::string::npos) {
         throw DistError(who(s) + ": cannot serve the rendezvous on port " + std::to_string(s.master_port) +
                         ": the address is already in use: pick another --master_port");
       }
-      if (s.rank == 0) throw DistError(who(s) + ": cannot serve the rendezvous at " + master(s) + ": " + why);
-      throw DistError(who(s) + ": cannot reach the master at " + master(s) + " within " +
-                      seconds_text(s.timeout) + ": is rank 0 running there, and are --master_ip and "
-                      "--master_port right? (" + why + ")");
+      if (server) throw DistError(who(s) + ": cannot serve the rendezvous at " + master(s) + ": " + why);
+      throw DistError(not_a_rendezvous(s, options.timeout, why));
     }
   }
   store->setTimeout(s.timeout);
   return c10::make_intrusive<c10d::PrefixStore>("dtlab/attempt_" + std::to_string(s.restart_count), store);
 }
-
-// A TCPStore answers at once, but a port where another program listens accepts the connection
-// and then never answers, and c10d's plain queries to it would block for ever (its wait alone
-// honours a timeout). So each rank first sets a key and waits for it, a few seconds at most: a
-// rendezvous answers in a millisecond; silence means the port is someone else's.
-constexpr std::chrono::milliseconds kProbeLimit{5000};
 
 void probe_store(c10d::Store& store, const Settings& s) {
   const std::string key = "dtlab/probe/" + std::to_string(s.rank);
@@ -88,10 +110,7 @@ void probe_store(c10d::Store& store, const Settings& s) {
     store.set(key, std::vector<uint8_t>{1});
     store.wait({key}, limit);
   } catch (const std::exception& e) {
-    throw DistError(who(s) + ": " + master(s) + " accepted the connection but did not answer as a rendezvous "
-                    "within " + seconds_text(limit) + ": another program listens on that port (where rank 0 "
-                    "runs, it says the port is in use), or rank 0 is suspended (Ctrl-Z, a debugger). Pick another "
-                    "--master_port, or check --master_ip (" + what_of(e) + ")");
+    throw DistError(not_a_rendezvous(s, limit, what_of(e)));
   }
 }
 
@@ -173,7 +192,7 @@ Locality rendezvous(c10d::Store& store, const Settings& s, const std::string& ad
 }
 
 // The c10d process group of the chosen backend, over the store.
-c10::intrusive_ptr<c10d::ProcessGroup> connect_backend(const c10::intrusive_ptr<c10d::Store>& store,
+c10::intrusive_ptr<C10dBackend> connect_backend(const c10::intrusive_ptr<c10d::Store>& store,
                                                        const Settings& s, const std::string& address) {
   try {
     if (s.backend == "nccl") {
@@ -214,9 +233,10 @@ std::unique_ptr<detail::Heartbeat> start_heartbeat(const Settings& s) {
   options.port = static_cast<uint16_t>(s.master_port);
   options.isServer = false;
   options.waitWorkers = false;
-  options.timeout = s.timeout;
+  options.timeout = std::min(s.timeout, detail::kStoreAnswer);  // Note [A client's answer bound]
   try {
     auto store = c10::make_intrusive<c10d::TCPStore>(s.master_addr, options);
+    store->setTimeout(s.timeout);
     return std::make_unique<detail::Heartbeat>(
         c10::make_intrusive<c10d::PrefixStore>("dtlab/attempt_" + std::to_string(s.restart_count), store), s.rank,
         interval);

@@ -156,7 +156,8 @@ train::StepFunction choose_step(const GlueOptions& o, const GlueExercise& ex, co
   }
   if (o.dump_dir.empty()) return train::kit_step(sync);
   return train::step_with_rank_dumps(sync, {o.dump_dir, o.dump_step, run.rank(), run.world(),
-                                            plan.batch_per_rank * run.world(), data::shard_indices(plan.sampler, 0)});
+                                            plan.batch_per_rank * run.world(), data::shard_indices(plan.sampler, 0),
+                                            /*example_of_row=*/{}});
 }
 
 }  // namespace

@@ -153,7 +153,8 @@ void write_summary(const GlueOptions& o, const train::Run& run, const std::strin
              "interface {}; measured: its tx byte counter (headers included)\n", ranks_here, interface);
   const nlohmann::json results = {
       {"schema", "dtlab.results/1"}, {"exercise", run.name},
-      {"environment", {{"hostname", train::host_name()}, {"libtorch", TORCH_VERSION}, {"threads", at::get_num_threads()},
+      {"environment", {{"hostname", train::host_name()}, {"libtorch", TORCH_VERSION},
+                       {"libtorch_build", train::libtorch_build()}, {"threads", at::get_num_threads()},
                        {"world_size", run.world()}, {"interface", interface}, {"ranks_on_this_host", ranks_here},
                        {"backend", run.group->backend()}, {"launcher", run.settings.source}}},
       {"config", {{"model_name_or_path", o.model_name_or_path}, {"max_seq_length", o.max_seq_length},

@@ -26,7 +26,7 @@ torch::nn::LayerNorm layer_norm(const BertConfig& c) {
 // A Linear layer applied as PyTorch's nn.Linear applies it (at::linear: one addmm for a
 // contiguous [batch, seq, in] input). The module's own forward in LibTorch 1.13 (F::linear)
 // runs a matmul and then adds the bias: a second pass over the output, and its matmul was
-// slower than the addmm (the profile of issue 13: 62 against 41 ms a step on bench_task1 tiny).
+// slower than the addmm (the profile that made the step faster, commit 63a369c: 62 against 41 ms a step on bench_task1 tiny).
 torch::Tensor linear_as_pytorch(torch::nn::Linear& layer, const torch::Tensor& x) {
   if (ops_in_use() == Ops::plain) return layer->forward(x);  // model/ops.h
   return torch::linear(x, layer->weight, layer->bias);

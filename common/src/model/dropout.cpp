@@ -82,10 +82,29 @@ torch::Tensor dropout_noise(const torch::Tensor& like, double p, c10::optional<a
   return noise;
 }
 
+bool dropout_noise_is_bernoullis() {
+  static const bool same = [] {
+    // Two generators of one seed, one for each side, so the default generator is not touched.
+    constexpr uint64_t kSeed = 20221028;
+    constexpr double kP = 0.3;
+    at::Generator ours = at::make_generator<at::CPUGeneratorImpl>(kSeed);
+    at::Generator theirs = at::make_generator<at::CPUGeneratorImpl>(kSeed);
+    const torch::Tensor like = torch::empty({4099});
+    const torch::Tensor noise = dropout_noise(like, kP, ours);
+    const torch::Tensor reference = torch::empty_like(like).bernoulli_(1 - kP, theirs).div_(1 - kP);
+    std::lock_guard<std::mutex> a(ours.mutex()), b(theirs.mutex());
+    return torch::equal(noise, reference) &&
+           ours.get<at::CPUGeneratorImpl>()->random64() == theirs.get<at::CPUGeneratorImpl>()->random64();
+  }();
+  return same;
+}
+
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
   if (!training || p == 0 || x.numel() == 0) return x;
   if (ops_in_use() == Ops::plain) return torch::dropout(x, p, training);
-  if (p > 0 && p < 1 && x.device().is_cpu() && x.scalar_type() == torch::kFloat) return x * dropout_noise(x, p);
+  if (p > 0 && p < 1 && x.device().is_cpu() && x.scalar_type() == torch::kFloat && dropout_noise_is_bernoullis()) {
+    return x * dropout_noise(x, p);
+  }
   return torch::dropout(x, p, training);
 }
 

@@ -2,11 +2,11 @@
 // train/optimizer.h.
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
-#include <c10/util/string_utils.h>
 
 #include <cmath>
 #include <tuple>
 
+#include "dtlab/core/libtorch_compat.h"
 #include "dtlab/model/ops.h"
 #include "dtlab/train/adamw_kernel.h"
 #include "dtlab/train/optimizer.h"
@@ -66,7 +66,7 @@ bool AdamW::loop_applies() const {
     for (const auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       if (!adamw_detail::suits_the_loop(p, p) || !adamw_detail::suits_the_loop(p.grad(), p)) return false;
-      const auto it = state_.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      const auto it = state_.find(compat::optimizer_state_key(p));
       if (it == state_.end()) continue;  // step() makes its moments like p
       const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
       if (!adamw_detail::suits_the_loop(s.exp_avg(), p) || !adamw_detail::suits_the_loop(s.exp_avg_sq(), p)) {
@@ -96,7 +96,7 @@ torch::Tensor AdamW::step(LossClosure closure) {
       if (!p.grad().defined()) continue;
       // The state where torch::optim::AdamW keeps it, so that save/load and a switch between the
       // two implementations see one optimiser.
-      auto& slot = state_[c10::guts::to_string(p.unsafeGetTensorImpl())];
+      auto& slot = state_[compat::optimizer_state_key(p)];
       if (!slot) {
         auto fresh = std::make_unique<torch::optim::AdamWParamState>();
         fresh->step(0);

@@ -28,7 +28,8 @@ void start_run(Run& run, const SetupFunction& setup, int threads) {
 
 nlohmann::json Run::environment() const {
   const BlasInfo blas = detect_blas();
-  return {{"hostname", host_name()}, {"libtorch", TORCH_VERSION}, {"blas", blas.name},
+  return {{"hostname", host_name()}, {"libtorch", TORCH_VERSION},
+          {"libtorch_build", libtorch_build()}, {"blas", blas.name},
           {"blas_library", blas.path}, {"threads", threads}, {"world_size", world()},
           {"backend", group ? nlohmann::json(group->backend()) : nlohmann::json()},
           {"launcher", settings.source},

@@ -1,4 +1,5 @@
 // BLAS detection and thread configuration, see train/runtime.h.
+#include "dtlab/core/libtorch_compat.h"
 #include "dtlab/train/runtime.h"
 
 #include <ATen/Parallel.h>
@@ -58,7 +59,7 @@ int available_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1, at::get_num_interop_threads());
+  return std::max(1, compat::interop_threads());
 }
 
 int configure_threads(int requested, int ranks_sharing_the_cores) {
@@ -76,12 +77,20 @@ std::string describe_runtime() {
   std::string s = "BLAS " + blas.name;
   if (!blas.path.empty()) s += " (" + blas.path + ")";
   s += " | threads " + std::to_string(at::get_num_threads());
-  s += " | LibTorch " + std::string(TORCH_VERSION);
+  s += " | " + libtorch_build();
   if (blas.slow) {
     s += "\nwarning: the reference BLAS is many times slower than OpenBLAS; run scripts/setup.sh "
          "or select libopenblas0-openmp with update-alternatives";
   }
   return s;
+}
+
+std::string libtorch_build() {
+#ifdef DTLAB_TORCH_DESCRIPTION  // set by cmake/DtlabTorch.cmake
+  return DTLAB_TORCH_DESCRIPTION;
+#else
+  return "LibTorch " TORCH_VERSION;
+#endif
 }
 
 std::string host_name() {

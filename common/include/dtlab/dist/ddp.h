@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "dtlab/core/libtorch_compat.h"
 #include "dtlab/dist/group.h"
 
 namespace dtlab::dist {
@@ -105,7 +106,7 @@ class DistributedDataParallel {
   std::vector<size_t> bucket_of_;          // parameter -> bucket
   std::vector<bool> ready_;
   size_t next_bucket_ = 0;                 // the next bucket to launch, see Note [Bucket order]
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<compat::GradAccumulator> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   bool callback_queued_ = false;
   bool sync_enabled_ = true;

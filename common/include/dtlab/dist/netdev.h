@@ -4,6 +4,7 @@
 // Linux only; needs no privileges.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,5 +47,10 @@ std::string local_address_towards(const std::string& host, int port);
 // else the one holding the local address that routes to master_addr. Throws as the two above.
 std::string interface_towards(const std::string& master_addr, int master_port,
                               const std::optional<std::string>& interface = std::nullopt);
+
+// Whether something accepts TCP connections on host:port within `limit`: tries to connect every
+// 100 ms (each attempt bounded, so an unroutable host costs `limit`, not the kernel's SYN
+// timeout) and closes what it opened. False when `host` cannot be resolved or nothing accepted.
+bool accepts_connections(const std::string& host, int port, std::chrono::milliseconds limit);
 
 }  // namespace dtlab::dist

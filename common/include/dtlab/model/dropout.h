@@ -12,6 +12,12 @@
 // and the generator's state after the step are unchanged (tests/model_dropout_test.cpp compares
 // it with at::dropout under one seed): about twice as fast (34 -> 17-22 ms a step on the
 // fixture's BERT at batch 32 x 128, measured with --profile).
+//
+// That holds for a LibTorch whose CPU bernoulli_ draws serially from the twister, as Debian's 1.13
+// does. PyPI's 2.x wheels are built with MKL and may draw the mask otherwise (on this machine, an
+// AMD EPYC, 2.15's masks differ). So dropout() checks once per process, on generators of its own,
+// that dropout_noise draws what bernoulli_ draws, and otherwise calls at::dropout: the kit's
+// dropout equals at::dropout on every LibTorch, and is the faster one where it can be.
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -27,8 +33,12 @@ namespace dtlab::model {
 torch::Tensor dropout_noise(const torch::Tensor& like, double p,
                             c10::optional<at::Generator> generator = c10::nullopt);
 
+// Whether dropout_noise draws exactly the mask, and leaves the generator exactly where,
+// bernoulli_(1 - p) then div_(1 - p) does on this LibTorch (computed once per process).
+bool dropout_noise_is_bernoullis();
+
 // at::dropout(x, p, training): x itself when not training or p = 0; x * dropout_noise(x, p)
-// for a float CPU tensor; at::dropout for anything else.
+// for a float CPU tensor where dropout_noise_is_bernoullis(); at::dropout for anything else.
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
 
 // torch::nn::Dropout's module, with dropout() above as its forward.

@@ -3,6 +3,7 @@
 // ranks as threads over a HashStore; dist/rendezvous.cpp uses it after its rendezvous.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -10,15 +11,18 @@
 #include <memory>
 #include <string>
 
+#include "dtlab/core/libtorch_compat.h"
 #include "dtlab/dist/detail/heartbeat.h"
 #include "dtlab/dist/group.h"
 
 namespace dtlab::dist {
 
 using detail::Heartbeat;
+// The c10d object a Group drives: Gloo's or NCCL's process group (Note [LibTorch versions]).
+using C10dBackend = compat::CollectiveBackend;
 
 struct Group::State {
-  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  c10::intrusive_ptr<C10dBackend> pg;
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{0};
   std::string backend;
@@ -41,7 +45,7 @@ std::string seconds_text(std::chrono::milliseconds ms);
 
 // A Group over an existing c10d process group. local_rank / local_world_size: this rank's place
 // among the ranks of its host.
-std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank,
+std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<C10dBackend> pg, int rank,
                                           int size, std::chrono::milliseconds timeout,
                                           std::string backend, int local_rank = 0,
                                           int local_world_size = 1, int ranks_on_this_machine = 1);
