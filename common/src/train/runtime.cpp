@@ -2,6 +2,7 @@
 #include "dtlab/core/libtorch_compat.h"
 #include "dtlab/train/runtime.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <sched.h>
@@ -47,6 +48,8 @@ BlasInfo detect_blas() {
   } else if (contains(info.path, "/blas/") || contains(info.path, "libblas")) {
     info.name = "reference BLAS (netlib)";
     info.slow = true;
+  } else if (info.path.empty() && at::hasMKL()) {
+    info.name = "MKL (linked into LibTorch)";  // PyPI's x86-64 wheels
   } else if (info.path.empty()) {
     info.name = "none found (LibTorch's own kernels or a statically linked BLAS)";
   } else {

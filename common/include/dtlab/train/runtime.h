@@ -24,7 +24,7 @@ int available_cores();
 // (the ranks of this machine, Group::ranks_on_this_machine). Returns the count set.
 int configure_threads(int requested, int ranks_sharing_the_cores = 1);
 
-// One line: "BLAS OpenBLAS 0.3.21 (...) | threads 2 | LibTorch 1.13.1 (found by find_package), C++17".
+// One line: "BLAS OpenBLAS 0.3.21 (...) | threads 2 | LibTorch 1.13.0 (found by find_package), C++17".
 std::string describe_runtime();
 // The LibTorch this program was built with, as the configure step printed it ("LibTorch 2.15.0
 // (pip wheel, CPU half), C++20"): results.json's environment.libtorch_build.
