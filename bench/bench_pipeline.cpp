@@ -82,10 +82,10 @@ int run(const Options& o) {
   const int n = 2, m = o.micro_batches;
   fmt::print("bench_pipeline: GPT-2 L{} H{} A{} vocab {}, batch {} x {}, 2 stages ({}), {} intra-op thread(s) per "
              "stage\n  {}\n", c.n_layer, c.n_embd, c.n_head, c.vocab_size, o.batch, o.seq,
-             fmt::join(devices, ","), std::max(1, at::get_num_threads() / n),
+             fmt::join(devices, ","), dtlab::pipeline::default_threads_per_stage(n),
              dtlab::train::describe_runtime());
   fmt::print("  ideal speed-up of {} micro-batches over model parallel: m*n/(m+n-1) = {:.2f}; GPipe's bubble {:.2f}\n",
-             m, double(m * n) / double(m + n - 1), double(n - 1) / double(m + n - 1));
+             m, double(m * n) / double(m + n - 1), dtlab::pipeline::ideal_bubble_fraction(m, n));
   std::vector<double> ratios;
   nlohmann::json rounds = nlohmann::json::array();
   for (int r = 1; r <= o.rounds; ++r) {

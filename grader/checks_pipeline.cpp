@@ -10,6 +10,7 @@
 #include <set>
 
 #include "checks.h"
+#include "dtlab/pipeline/timeline.h"
 
 namespace dtlab::grader {
 // Named, not anonymous: the grader compiles in batches (Note [Unity builds]).
@@ -137,7 +138,9 @@ Verdict transparency(Runner& runner, const std::string& e) {
     }
     if (!c.at("gradients_missing").empty()) {
       return {Status::kWrongNumber, fmt::format("{}: after Pipe::backward, {} has no gradient (the model's backward "
-                                                "gives one)", where, c.at("gradients_missing").at(0).get<std::string>())};
+                                                "gives one): backward never reached it; does every layer's output "
+                                                "keep its graph, and does backward run every partition?", where,
+                                                c.at("gradients_missing").at(0).get<std::string>())};
     }
     const double grad = c.at("gradient_max_relative_diff");
     if (!(grad <= kGradientTolerance)) {
@@ -245,7 +248,9 @@ Verdict errors(Runner& runner, const std::string& e) {
   }
   if (!result->at("recovered").get<bool>()) {
     return {Status::kWrongNumber, fmt::format("{}: after a stage's error the same Pipe's next forward failed or was "
-                                              "wrong ({})", e, result->value("recovery_error", "a wrong output"))};
+                                              "wrong ({}): a step must not take what the failed one left (forward "
+                                              "starts with workers_.clear(), which drops it)",
+                                              e, result->value("recovery_error", "a wrong output"))};
   }
   return {Status::kPassed, fmt::format("{}: a stage's error reached the caller in {:.2f} s naming stage and micro-batch, "
                                        "and the Pipe ran the next step correctly", e, seconds)};
@@ -295,7 +300,7 @@ Verdict timing(Runner& runner, const std::string& e) {
       const auto& p = run.results.at("pipeline");
       const int m = p.at("micro_batches"), n = p.at("stages");
       summary += fmt::format(", bubble {:.2f} (GPipe's (n-1)/(m+n-1) = {:.2f})", p.value("mean_bubble_fraction", 0.0),
-                             double(n - 1) / double(m + n - 1));
+                             pipeline::ideal_bubble_fraction(m, n));
     }
   }
   return {Status::kPassed, fmt::format("{}: {} iterations per mode (first discarded; GPT-2 fixture, batch 32; the "

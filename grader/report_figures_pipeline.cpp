@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "dtlab/pipeline/timeline.h"
 #include "report_parts.h"
 
 namespace dtlab::grader::report_parts {
@@ -62,7 +63,7 @@ Figure pipeline_modes_figure(const Folder& f, const Provenance& pv, Plotter& plo
     if (const json* p = find(r->results, {"pipeline"})) {
       stages = static_cast<int>(number(*p, {"stages"}).value_or(2));
       const double bubble = number(*p, {"mean_bubble_fraction"}).value_or(0);
-      const double ideal = double(stages - 1) / double(m + stages - 1);
+      const double ideal = pipeline::ideal_bubble_fraction(m, stages);
       std::vector<double> peak_mb;
       std::string peaks;
       if (const json* peak = find(*p, {"peak_activation_bytes"})) {
@@ -130,7 +131,7 @@ Figure pipeline_timeline_figure(const Folder& f, const Provenance& pv, Plotter& 
       "are the bubble; between them both stages work at once. Measured bubble of this step: {:.2f}; GPipe's "
       "(n-1)/(m+n-1): {:.2f}.",
       text(run->results, {"pipeline", "timeline_step"}, "?"), label, run->id,
-      number(*timeline, {"bubble_fraction"}).value_or(0), double(stages - 1) / double(m + stages - 1));
+      number(*timeline, {"bubble_fraction"}).value_or(0), pipeline::ideal_bubble_fraction(std::max(m, 1), stages));
   return fig;
 }
 

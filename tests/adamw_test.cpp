@@ -9,12 +9,16 @@
 #include <c10/util/string_utils.h>
 #include <torch/optim/adamw.h>
 
+#include <cmath>
+#include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "dtlab/core/libtorch_compat.h"
 #include "dtlab/model/ops.h"
+#include "dtlab/train/adamw_kernel.h"
 #include "dtlab/train/optimizer.h"
 
 namespace adamw_test {
@@ -127,6 +131,55 @@ struct SideBySide {
     ref_opt.step();
   }
 };
+
+// Note [AdamW in one pass]: the loop rounds after every operation, in LibTorch's order. A compiler
+// that contracts a multiply and an add into one fused instruction (GCC does by default wherever
+// the target has FMA: aarch64, or x86-64 with -march=haswell and later) rounds once instead, and
+// the kernel would then differ from this reference in the last place of many elements; so
+// adamw_kernel.cpp is compiled with -ffp-contract=off (common/CMakeLists.txt). The reference
+// stores every intermediate in a volatile float, which no compiler may fuse across.
+TEST(KitAdamW, TheLoopRoundsEveryOperationAsWrittenWithNoFusedMultiplyAdd) {
+  constexpr int64_t n = 4096;
+  std::mt19937 gen(27);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> p(n), g(n), m(n), v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = normal(gen);
+    g[i] = normal(gen) * 1e-2f;
+    m[i] = normal(gen) * 1e-3f;
+    v[i] = std::abs(normal(gen)) * 1e-5f;
+  }
+  dtlab::train::AdamWConstants c;
+  c.keep = 1.0f - 2e-3f * 0.01f;
+  c.beta1 = 0.9f;
+  c.one_minus_beta1 = 1.0f - 0.9f;
+  c.beta2 = 0.999f;
+  c.one_minus_beta2 = 1.0f - 0.999f;
+  c.sqrt_bias_correction2 = 0.0447f;
+  c.eps = 1e-8f;
+  c.minus_step_size = -2e-3f / 0.19f;
+  std::vector<float> want_p(n), want_m(n), want_v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    volatile float m_decayed = m[i] * c.beta1, m_new = c.one_minus_beta1 * g[i];
+    volatile float mi = m_decayed + m_new;
+    volatile float g_scaled = c.one_minus_beta2 * g[i], g_squared = g_scaled * g[i], v_decayed = v[i] * c.beta2;
+    volatile float vi = v_decayed + g_squared;
+    volatile float root = std::sqrt(static_cast<float>(vi)), scaled_root = root / c.sqrt_bias_correction2;
+    volatile float denom = scaled_root + c.eps;
+    volatile float step = c.minus_step_size * mi, update = step / denom, p_kept = p[i] * c.keep;
+    want_p[i] = p_kept + update;
+    want_m[i] = mi;
+    want_v[i] = vi;
+  }
+  dtlab::train::adamw_update(p.data(), g.data(), m.data(), v.data(), 0, n, c);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    differ += std::memcmp(&p[i], &want_p[i], sizeof(float)) != 0 || std::memcmp(&m[i], &want_m[i], sizeof(float)) != 0 ||
+              std::memcmp(&v[i], &want_v[i], sizeof(float)) != 0;
+  }
+  EXPECT_EQ(differ, 0) << "of " << n << " elements differ from one rounding per operation: was adamw_kernel.cpp "
+                       << "compiled without -ffp-contract=off on a target with fused multiply-add?";
+}
 
 TEST(KitAdamW, EqualsLibTorchsAdamWOverManySteps) {
   SideBySide s;

@@ -381,6 +381,21 @@ TEST(LmFlags, EveryBadValueNamesItsFlag) {
   EXPECT_THROW(parse(with_model({"--output_dir", "o"}), false), CLI::RequiredError);
 }
 
+// Issue 27, finding 6: the pipeline's --balance must list --stages stages, checked with the
+// other flags (before a model is loaded).
+TEST(LmFlags, TheBalanceMustListAsManyStagesAsStages) {
+  LmOptions o = parse(with_model({}));
+  o.balance = {3, 3};
+  o.stages = 2;
+  EXPECT_NO_THROW(dtlab::lm::validate(o));
+  o.stages = 3;
+  EXPECT_THROW_WITH(dtlab::lm::validate(o), dtlab::Error,
+                    "--balance lists 2 stages and --stages is 3: give both the same number of stages");
+  o.balance = {2, 2, 2};
+  o.stages = LmOptions().stages;
+  EXPECT_THROW_WITH(dtlab::lm::validate(o), dtlab::Error, "--stages is 2 (its default)");
+}
+
 TEST(LmFlags, TheModelMustFitTheTokenizerAndTheRows) {
   const Gpt2Tokenizer tokenizer = Gpt2Tokenizer::from_pretrained(model_dir());
   const LmTokenIds ids = dtlab::lm::lm_token_ids(tokenizer, model_dir().string());

@@ -5,6 +5,8 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/autograd.h>
 #include <torch/types.h>
 #include <ATen/Parallel.h>
 
@@ -24,6 +26,7 @@
 #include "dtlab/core/error.h"
 #include "dtlab/model/gpt2.h"
 #include "dtlab/pipeline/balance.h"
+#include "dtlab/pipeline/gpt2_layout.h"
 #include "dtlab/pipeline/schedule.h"
 #include "dtlab/pipeline/timeline.h"
 #include "dtlab/pipeline/workers.h"
@@ -524,6 +527,98 @@ TEST(PipelineWorkers, AStageErrorIsRethrownNamingStageAndMicroBatchAndTheWorkers
   EXPECT_EQ(workers.timeline().events().size(), 8u) << "clear() dropped the failed step's events";
 }
 
+// x -> x, sleeping kSlowBackward in backward before it passes the gradient on: what runs after it
+// in the stage's backward (the parameters' AccumulateGrad) happens that much later.
+constexpr auto kSlowBackward = std::chrono::milliseconds(300);
+struct SlowBackward : torch::autograd::Function<SlowBackward> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& x) { return x.clone(); }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*, torch::autograd::variable_list g) {
+    std::this_thread::sleep_for(kSlowBackward);
+    return {g[0]};
+  }
+};
+// x -> x; its backward throws while `failing` is set, before anything reaches a parameter.
+std::atomic<bool> failing_backward{false};
+struct FailingBackward : torch::autograd::Function<FailingBackward> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& x) { return x.clone(); }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*, torch::autograd::variable_list g) {
+    if (failing_backward) throw std::runtime_error("this backward fails");
+    return {g[0]};
+  }
+};
+
+// Issue 27, finding 1: a step fails at stage 0 while stage 1's backward still runs (the tick's
+// tasks are collected in stage order, as clock_cycles lists them). The caller clears the workers
+// and the gradients and runs the next step: its gradients must be that step's alone, not
+// accumulate the failed step's backward that was still running when clear() returned.
+TEST(PipelineWorkers, ClearWaitsForARunningTaskSoTheNextStepsGradientsAreItsOwn) {
+  torch::manual_seed(5);
+  torch::nn::Linear first(4, 4), second(4, 4);
+  auto stage0 = [first](const torch::Tensor& x) mutable { return FailingBackward::apply(first->forward(x)); };
+  auto stage1 = [second](const torch::Tensor& x) mutable { return SlowBackward::apply(second->forward(x)); };
+  StageWorkers workers({{stage0, torch::kCPU}, {stage1, torch::kCPU}}, with_threads(1));
+  auto zero = [&] {
+    zero_grads(*first);
+    zero_grads(*second);
+  };
+
+  // The failed step: both micro-batches forward; backward of micro-batch 1 at stage 1; then the
+  // tick {(1, 0), (0, 1)}: stage 0 fails at once while stage 1 sleeps in its backward.
+  const std::vector<torch::Tensor> outputs = run_forward(workers, {torch::randn({2, 4}), torch::randn({2, 4})});
+  workers.submit({1, 1}, Pass::kBackward, torch::ones_like(outputs[1]));
+  const torch::Tensor into_stage1 = workers.collect(1);
+  failing_backward = true;
+  workers.submit({1, 0}, Pass::kBackward, into_stage1);
+  workers.submit({0, 1}, Pass::kBackward, torch::ones_like(outputs[0]));
+  EXPECT_THROW_WITH(workers.collect(0), dtlab::Error, "stage 0, micro-batch 1 (backward): this backward fails");
+  failing_backward = false;
+  workers.clear();  // after an error, as workers.h says
+  zero();
+
+  // The next step, against the unsplit model on the same batch.
+  const torch::Tensor x = torch::randn({4, 4}), weight = torch::randn({4, 4});
+  const std::vector<torch::Tensor> out = run_forward(workers, x.chunk(2));
+  run_backward(workers, weight.chunk(2));
+  const std::vector<torch::Tensor> got = grads_of(*first), got2 = grads_of(*second);
+  zero();
+  (second->forward(first->forward(x)) * weight).sum().backward();
+  const std::vector<torch::Tensor> want = grads_of(*first), want2 = grads_of(*second);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-6)) << "stage 0, parameter " << i;
+    EXPECT_TRUE(torch::allclose(got2[i], want2[i], 1e-5, 1e-6))
+        << "stage 1, parameter " << i << ": the failed step's backward, still running at clear(), added to it";
+  }
+}
+
+// clear() waits for a running task within collect_timeout; a task that does not return by then is
+// an error naming it (a stage call cannot be interrupted), and clear() can be called again.
+TEST(PipelineWorkers, ClearNamesATaskStillRunningAfterTheTimeout) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto entered = std::make_shared<std::atomic<bool>>(false);
+  auto blocking = [released, entered](const torch::Tensor& in) {
+    *entered = true;
+    (void)released.wait_for(std::chrono::seconds(20));  // a bound, so a broken test cannot hang forever
+    return in + 1;
+  };
+  StageWorkersOptions options;
+  options.collect_timeout = std::chrono::milliseconds(200);
+  StageWorkers workers({{[](const torch::Tensor& in) { return in; }, torch::kCPU}, {blocking, torch::kCPU}}, options);
+  workers.submit({0, 1}, Pass::kForward, torch::zeros({1}));
+  const Clock::time_point limit = Clock::now() + std::chrono::seconds(5);
+  while (!*entered && Clock::now() < limit) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(*entered) << "the stage never started its task";
+  const Clock::time_point start = Clock::now();
+  EXPECT_THROW_WITH(workers.clear(), dtlab::Error,
+                    "clear: stage 1, micro-batch 0 (forward) is still running after 200 ms");
+  EXPECT_GE(seconds_since(start), 0.19);
+  EXPECT_LT(seconds_since(start), 2.0);
+  release.set_value();
+  workers.clear();
+  workers.submit({0, 1}, Pass::kForward, torch::zeros({1}));
+  EXPECT_EQ(workers.collect(1).item<float>(), 1.0f);
+}
+
 TEST(PipelineWorkers, DtlabErrorClassesSurviveTheTrip) {
   StageWorkers workers({{[](const torch::Tensor&) -> torch::Tensor { throw dtlab::NotImplemented("TODO(pipe): split"); },
                          torch::kCPU},
@@ -705,6 +800,27 @@ TEST(PipelineGpt2, TwoStagesThreeMicroBatchesGiveTheModelsLogitsAndGradients) {
     ASSERT_TRUE(p.value().grad().defined()) << p.key();
     EXPECT_LT((p.value().grad() - expected_grads[p.key()]).abs().max().item<double>(), 1e-10) << p.key();
   }
+}
+
+// Issue 27, finding 6: --balance and --stages must agree (a balance of 2 stages under --stages 3
+// would record 3 stages and GPipe's bubble for 3 while 2 run); the layer names the driver prints
+// and the Layers carry come from one function.
+TEST(PipelineGpt2, TheBalanceMustListTheStagesAndLayersHaveOneSetOfNames) {
+  dtlab::model::Gpt2Config config;
+  config.vocab_size = 40;
+  config.n_positions = 16;
+  config.n_embd = 12;
+  config.n_layer = 2;
+  config.n_head = 3;
+  const dtlab::model::Gpt2LMHeadModel model(config);  // 4 layers: embeddings, 2 blocks, head
+  EXPECT_EQ(dtlab::pipeline::gpt2_layer_devices(model, 2, {1, 3}), (std::vector<int>{0, 1, 1, 1}));
+  EXPECT_THROW_WITH(dtlab::pipeline::gpt2_layer_devices(model, 3, {2, 2}), dtlab::Error,
+                    "--balance lists 2 stages and --stages is 3");
+  EXPECT_THROW_WITH(dtlab::pipeline::gpt2_layer_devices(model, 1, {2, 2}), dtlab::Error,
+                    "--balance lists 2 stages and --stages is 1");
+  std::vector<std::string> names;
+  for (int64_t s = 0; s < model->num_stages(); ++s) names.push_back(dtlab::pipeline::gpt2_layer_name(s, model->num_stages()));
+  EXPECT_EQ(names, (std::vector<std::string>{"embeddings", "block 0", "block 1", "head"}));
 }
 
 }  // namespace pipeline_test

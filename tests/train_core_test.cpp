@@ -4,7 +4,13 @@
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <malloc.h>
@@ -13,6 +19,7 @@
 #include "dtlab/core/main.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/step.h"
+#include "dist_test_util.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share
@@ -189,6 +196,77 @@ TEST(TrainLoop, ANonFiniteLossStopsTheRunNamingTheStep) {
   EXPECT_THROW_WITH(train::train_loop(run, state, data, plan, step, nullptr, results,
                                       test::fresh_temp_dir("train-core-nan") / "results.json"),
                     dtlab::Error, "rank 0: the loss is nan at step 3");
+}
+
+// Runs train_loop with `step` on `world` ranks, threads of this process whose Gloo groups meet
+// in one HashStore (tests/dist_test_util.h); returns each rank's error ("" when it finished).
+// A rank that waits for a gone one gives up after test::kRankTimeout.
+std::vector<std::string> loop_on_ranks(int world, const std::function<float(int rank, int64_t step)>& loss_of) {
+  test::single_threaded_torch();
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<train::Run> runs;
+  for (int rank = 0; rank < world; ++rank) runs.push_back(train::plan_run("toy", nullptr));
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      test::single_threaded_torch();
+      try {
+        auto options = c10d::ProcessGroupGloo::Options::create(test::kRankTimeout);
+        options->devices = {c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")};
+        auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+        train::Run& run = runs[static_cast<size_t>(rank)];
+        run.group = dist::wrap_process_group(pg, rank, world, test::kRankTimeout, "gloo");
+        const LineDataset data(16);
+        train::LoopPlan plan;
+        plan.batch_per_rank = 4;
+        plan.sampler = {data.size(), world, rank, true, 0};
+        plan.log_first_steps = 0;
+        plan.evaluate = false;
+        train::plan_steps(plan, data.size(), world, 2, -1);
+        train::TrainState state = [&] {
+          std::lock_guard<std::mutex> lock(test::global_generator_mutex());
+          return line_state(0, plan.total_steps);
+        }();
+        const train::StepFunction step = [&](train::TrainState&, const train::StepInput& in) {
+          return train::StepResult{loss_of(rank, in.step), 0.0};
+        };
+        report::Results results("toy", nlohmann::json::object(), nlohmann::json::object());
+        train::train_loop(run, state, data, plan, step, nullptr, results,
+                          test::fresh_temp_dir("train-core-ranks-" + std::to_string(rank)) / "results.json");
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(rank)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;  // runs (and their groups) close only now, once every rank is done
+}
+
+// Note [A non-finite loss]: a NaN on rank 1 stops every rank at the end of its epoch with the
+// same words, naming rank 1 and the step, instead of rank 0 timing out in a collective rank 1
+// left. Two ranks at once are both named, with their values.
+TEST(TrainLoop, ANonFiniteLossOnOneRankStopsEveryRankWithTheSameWords) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string> one = loop_on_ranks(2, [](int rank, int64_t step) {
+    return rank == 1 && step == 3 ? std::nanf("") : 1.0f;  // 2 steps an epoch: step 3 is epoch 2's first
+  });
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0)
+      << "a rank waited for another one";
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(one[static_cast<size_t>(rank)],
+              "rank 1: the loss is nan at step 3: lower --learning_rate or check the data")
+        << "rank " << rank;
+  }
+  const std::vector<std::string> both = loop_on_ranks(2, [](int rank, int64_t step) {
+    if (step == 4) return std::nanf("");  // later: not the first
+    return step == 2 ? (rank == 0 ? std::numeric_limits<float>::infinity() : std::nanf("")) : 1.0f;
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(both[static_cast<size_t>(rank)],
+              "ranks 0, 1: the loss is inf, nan at step 2: lower --learning_rate or check the data")
+        << "rank " << rank;
+  }
 }
 
 }  // namespace train_core_test

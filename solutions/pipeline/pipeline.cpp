@@ -67,9 +67,7 @@ std::unique_ptr<Pipe> prepare_pipeline_parallel(model::Gpt2LMHeadModel model, co
   // BEGIN TODO(pipeline): make one Layer per stage s of the model (its forward: model->forward_stage(s, x); its device: devices[s]), split them into partitions and return them in a Pipe of micro_batches micro-batches.
   std::vector<Layer> layers;
   for (int64_t s = 0; s < model->num_stages(); ++s) {
-    const std::string name = s == 0 ? "embeddings"
-                             : s == model->num_stages() - 1 ? "head"
-                                                            : "block " + std::to_string(s - 1);
+    const std::string name = gpt2_layer_name(s, model->num_stages());
     layers.push_back({name, [model, s](const torch::Tensor& x) mutable { return model->forward_stage(s, x); },
                       devices.at(static_cast<size_t>(s))});
   }

@@ -51,7 +51,9 @@ Schedule clock_cycles(int num_batches, int num_partitions) {
 }
 
 torch::Tensor Pipe::forward(const torch::Tensor& input) {
-  workers_.clear();  // a new step: nothing of the last one is kept
+  // no_clear: the kit's line deleted, so what a failed step left (a result not collected) is
+  // taken for this step's.
+  if (!mutant("no_clear")) workers_.clear();  // a new step: nothing of the last one is kept
   std::vector<torch::Tensor> batches = input.chunk(micro_batches_, 0);
   compute(batches, clock_cycles(static_cast<int>(batches.size()), num_partitions()), Pass::kForward);
   return torch::cat(batches, 0);
@@ -93,10 +95,15 @@ std::unique_ptr<Pipe> prepare_pipeline_parallel(model::Gpt2LMHeadModel model, co
   std::vector<Layer> layers;
   for (int64_t s = 0; s < model->num_stages(); ++s) {
     if (mutant("dropped_block") && s == 1) continue;  // block 0 left out
-    const std::string name = s == 0 ? "embeddings"
-                             : s == model->num_stages() - 1 ? "head"
-                                                            : "block " + std::to_string(s - 1);
-    layers.push_back({name, [model, s](const torch::Tensor& x) mutable { return model->forward_stage(s, x); },
+    const std::string name = gpt2_layer_name(s, model->num_stages());
+    // block_without_grad: block 0's output detached, so backward never reaches block 0 (nor the
+    // position embeddings before it); every other gradient is right.
+    const bool detached = mutant("block_without_grad") && s == 1;
+    layers.push_back({name,
+                      [model, s, detached](const torch::Tensor& x) mutable {
+                        const torch::Tensor y = model->forward_stage(s, x);
+                        return detached ? y.detach() : y;
+                      },
                       devices.at(static_cast<size_t>(s))});
   }
   return std::make_unique<Pipe>(split_module(layers), micro_batches, std::move(options));

@@ -61,61 +61,73 @@ std::vector<std::optional<Beat>> read_beats(c10d::Store& store, int rank, int wo
 }  // namespace heartbeat
 
 Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> beat_store, int rank, std::chrono::milliseconds interval)
-    : store_(std::move(beat_store)), key_(heartbeat::beat_key(rank)), interval_(interval) {
-  beat();
-  thread_ = std::thread([this] { run(); });
+    : state_(std::make_shared<State>()) {
+  state_->store = std::move(beat_store);
+  state_->key = heartbeat::beat_key(rank);
+  state_->interval = interval;
+  beat(*state_);  // the first beat's failure is the caller's: the rank cannot report where it is
+  thread_ = std::thread([s = state_] { run(s); });
 }
 
 Heartbeat::~Heartbeat() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->stop = true;
+  state_->wake.notify_all();
+  // A thread inside a write to a store that does not answer may stay there until the store's
+  // timeout (--timeout): wait as long as a live store takes to answer, then leave it.
+  const bool ended = state_->end.wait_for(lock, kStoreAnswer, [this] { return state_->ended; });
+  lock.unlock();
+  if (ended) {
+    thread_.join();
+  } else {
+    thread_.detach();  // it holds its own reference to the state and the store
   }
-  wake_.notify_all();
-  thread_.join();
 }
 
 void Heartbeat::at_step(int64_t step) {
-  step_.store(step, std::memory_order_relaxed);
+  state_->step.store(step, std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    due_ = true;  // a beat at every step's start: the survivors then name the step it stopped in
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->due = true;  // a beat at every step's start: the survivors then name the step it stopped in
   }
-  wake_.notify_one();
+  state_->wake.notify_one();
 }
 
 void Heartbeat::at_operation(std::string operation) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  operation_ = std::move(operation);
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->operation = std::move(operation);
 }
 
-void Heartbeat::beat() {
+void Heartbeat::beat(State& s) {
   heartbeat::Beat b;
-  b.count = ++count_;
+  b.count = ++s.count;
   b.unix_ms = heartbeat::unix_ms();
-  b.step = step_.load(std::memory_order_relaxed);
+  b.step = s.step.load(std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    b.operation = operation_;
+    std::lock_guard<std::mutex> lock(s.mutex);
+    b.operation = s.operation;
   }
   const std::string value = heartbeat::encode(b);
-  store_->set(key_, std::vector<uint8_t>(value.begin(), value.end()));
+  s.store->set(s.key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
-void Heartbeat::run() {
-  std::unique_lock<std::mutex> lock(mutex_);
+void Heartbeat::run(const std::shared_ptr<State>& s) {
+  std::unique_lock<std::mutex> lock(s->mutex);
   while (true) {
-    wake_.wait_for(lock, interval_, [this] { return stop_ || due_; });
-    if (stop_) return;
-    due_ = false;
+    s->wake.wait_for(lock, s->interval, [&] { return s->stop || s->due; });
+    if (s->stop) break;
+    s->due = false;
     lock.unlock();
     try {
-      beat();
+      beat(*s);
     } catch (const std::exception&) {
-      return;  // the store is gone: the survivors' diagnosis says so; nothing to beat to
+      // One lost beat; the next interval writes again. The count still moved, so the survivors
+      // see a change as soon as a write gets through.
     }
     lock.lock();
   }
+  s->ended = true;
+  s->end.notify_all();
 }
 
 namespace heartbeat {

@@ -2,6 +2,7 @@
 #include "dtlab/lm/options.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <filesystem>
 
@@ -158,6 +159,10 @@ void validate(const LmOptions& o) {
   positive(o.max_new_tokens, "--max_new_tokens");
   if (o.samples < 0) throw Error("--samples must not be negative");
   if (o.global_batch_size) positive(*o.global_batch_size, "--global_batch_size");
+  if (!o.balance.empty() && static_cast<int>(o.balance.size()) != o.stages) {
+    throw Error(fmt::format("--balance lists {} stages and --stages is {}{}: give both the same number of stages",
+                            o.balance.size(), o.stages, o.stages == LmOptions().stages ? " (its default)" : ""));
+  }
 }
 
 std::string tokenizer_folder(const LmOptions& o) {

@@ -13,23 +13,18 @@ namespace pipeline_stats {
 constexpr int64_t kTimelineStep = 3;  // after the first steps' allocations and thread start-up
 }
 
-void PipelineStats::add(int64_t step, const nlohmann::json& timeline) {
-  const int stages = timeline.at("stages").get<int>();
-  busy_sum_.resize(static_cast<size_t>(stages), 0.0);
-  peak_bytes_.resize(static_cast<size_t>(stages), 0);
-  bubbles_.push_back(timeline.at("bubble_fraction").get<double>());
-  std::vector<double> busy(static_cast<size_t>(stages), 0.0);
-  for (const auto& e : timeline.at("events")) {
-    busy.at(e.at("stage").get<size_t>()) += e.at("end").get<double>() - e.at("start").get<double>();
-  }
-  for (int s = 0; s < stages; ++s) {
-    busy_sum_[static_cast<size_t>(s)] += busy[static_cast<size_t>(s)];
-    peak_bytes_[static_cast<size_t>(s)] =
-        std::max(peak_bytes_[static_cast<size_t>(s)], timeline.at("peak_bytes").at(static_cast<size_t>(s)).get<int64_t>());
+void PipelineStats::add(int64_t step, const pipeline::Timeline& timeline) {
+  const auto stages = static_cast<size_t>(timeline.stages());
+  busy_sum_.resize(stages, 0.0);
+  peak_bytes_.resize(stages, 0);
+  bubbles_.push_back(timeline.bubble_fraction());
+  for (size_t s = 0; s < stages; ++s) {
+    busy_sum_[s] += timeline.busy(static_cast<int>(s));
+    peak_bytes_[s] = std::max(peak_bytes_[s], timeline.peak_bytes(static_cast<int>(s)));
   }
   if (step <= pipeline_stats::kTimelineStep) {
     timeline_step_ = step;
-    timeline_ = timeline;
+    timeline_ = timeline.to_json();
   }
 }
 

@@ -20,6 +20,8 @@
 #include "dtlab/lm/loss.h"
 #include "dtlab/lm/model.h"
 #include "dtlab/pipeline/gpt2_layout.h"
+#include "dtlab/pipeline/timeline.h"
+#include "dtlab/pipeline/workers.h"
 #include "dtlab/report/results.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/rank_dump.h"
@@ -240,8 +242,7 @@ void print_banner(const LmOptions& o, const train::Run& run, const LmTrainState&
 void print_pipeline(const std::vector<int>& devices, int micro_batches) {
   const int stages = devices.empty() ? 0 : devices.back() + 1;
   const auto name = [&](size_t layer) {
-    return layer == 0 ? std::string("embeddings")
-                      : layer + 1 == devices.size() ? std::string("head") : fmt::format("block {}", layer - 1);
+    return pipeline::gpt2_layer_name(static_cast<int64_t>(layer), static_cast<int64_t>(devices.size()));
   };
   std::string layout;
   for (size_t first = 0; first < devices.size();) {
@@ -253,7 +254,7 @@ void print_pipeline(const std::vector<int>& devices, int micro_batches) {
   }
   fmt::print("  pipeline    {} stages x {} micro-batch{}: {}; each stage a thread with {} intra-op thread(s)\n", stages,
              micro_batches, micro_batches == 1 ? " (model parallel)" : "es", layout,
-             std::max(1, at::get_num_threads() / std::max(stages, 1)));
+             pipeline::default_threads_per_stage(stages));
   std::fflush(stdout);
 }
 
@@ -267,7 +268,7 @@ void print_throughput(const nlohmann::json& results, int micro_batches) {
     const int n = p.value("stages", 1);
     line += fmt::format("; {} stages x {} micro-batches: bubble {:.2f} (GPipe's (n-1)/(m+n-1) = {:.2f})", n,
                         micro_batches, p.value("mean_bubble_fraction", 0.0),
-                        double(n - 1) / double(micro_batches + n - 1));
+                        pipeline::ideal_bubble_fraction(micro_batches, n));
   }
   fmt::print("{}\n", line);
 }

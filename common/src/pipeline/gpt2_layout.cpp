@@ -31,6 +31,10 @@ std::vector<int> gpt2_layer_devices(const model::Gpt2LMHeadModel& model, int sta
     }
     counts = balance_by_size(gpt2_layer_costs(model), stages);
   } else {
+    if (static_cast<int>(counts.size()) != stages) {
+      throw Error(fmt::format("--balance lists {} stages and --stages is {}: give both the same number of stages",
+                              counts.size(), stages));
+    }
     try {
       check_balance(counts, layers);
     } catch (const Error& e) {
@@ -39,6 +43,11 @@ std::vector<int> gpt2_layer_devices(const model::Gpt2LMHeadModel& model, int sta
     }
   }
   return stage_of_layers(counts);
+}
+
+std::string gpt2_layer_name(int64_t layer, int64_t layers) {
+  if (layer == 0) return "embeddings";
+  return layer == layers - 1 ? "head" : fmt::format("block {}", layer - 1);
 }
 
 }  // namespace dtlab::pipeline

@@ -8,8 +8,8 @@
 namespace dtlab::pipeline {
 namespace pipe_kit {
 
-// One worker per partition. A partition's device is a GPU index where LibTorch has CUDA; on the
-// CPU every partition's worker is its own device (Note [Threads per stage] in workers.h).
+// One worker per partition, on the CPU: a partition's device number names its worker, not a GPU
+// (the kit's runtime has no CUDA path; Note [Threads per stage] in workers.h).
 std::vector<Stage> stages_of(const std::vector<Partition>& partitions) {
   std::vector<Stage> stages;
   for (size_t j = 0; j < partitions.size(); ++j) {

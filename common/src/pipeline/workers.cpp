@@ -71,9 +71,8 @@ StageWorkers::StageWorkers(std::vector<Stage> stages, StageWorkersOptions option
   }
   // Note [Threads per stage]: the caller's own count is fixed before any worker sets one, and
   // is the budget the stages share.
-  const int budget = at::get_num_threads();
   threads_per_stage_ = options_.threads_per_stage > 0 ? options_.threads_per_stage
-                                                       : std::max(1, budget / static_cast<int>(stages.size()));
+                                                       : default_threads_per_stage(static_cast<int>(stages.size()));
   for (Stage& stage : stages) {
     workers_.push_back(std::make_unique<Worker>());
     workers_.back()->stage = std::move(stage);
@@ -94,6 +93,8 @@ StageWorkers::StageWorkers(std::vector<Stage> stages, StageWorkersOptions option
   }
 }
 
+int default_threads_per_stage(int stages) { return std::max(1, at::get_num_threads() / std::max(stages, 1)); }
+
 StageWorkers::~StageWorkers() { stop_all(); }
 
 void StageWorkers::stop_all() {
@@ -109,10 +110,6 @@ void StageWorkers::stop_all() {
   }
 }
 
-std::chrono::steady_clock::time_point StageWorkers::now() const {
-  return options_.clock ? options_.clock() : std::chrono::steady_clock::now();
-}
-
 void StageWorkers::submit(Task task, Pass pass, torch::Tensor x) {
   if (task.stage < 0 || task.stage >= num_stages()) {
     throw Error(fmt::format("submit: task {} names a stage that does not exist: there are {} stages, 0..{}",
@@ -123,7 +120,7 @@ void StageWorkers::submit(Task task, Pass pass, torch::Tensor x) {
     throw Error(fmt::format("submit: the {} input of task {} is an undefined tensor", pass_name(pass),
                             describe(task)));
   }
-  if (!origin_) origin_ = now();
+  if (!origin_) origin_ = std::chrono::steady_clock::now();
   Job job{task, pass, std::move(x), at::GradMode::is_enabled(), 0, *origin_, at::ThreadLocalState()};
   Worker& w = *workers_[task.stage];
   {
@@ -175,8 +172,25 @@ void StageWorkers::clear() {
     w->records.clear();
     w->live_bytes = 0;
   }
+  // Nothing new starts now; wait for what already runs (a backward still accumulating into
+  // .grad, a forward still reading parameters), all stages against one deadline.
+  const auto deadline = std::chrono::steady_clock::now() + options_.collect_timeout;
+  std::string still_running;
+  for (int s = 0; s < num_stages(); ++s) {
+    Worker& w = *workers_[s];
+    std::unique_lock<std::mutex> lock(w.mutex);
+    if (!w.idle.wait_until(lock, deadline, [&] { return !w.running; })) {
+      still_running += fmt::format("{}{}", still_running.empty() ? "" : "; ",
+                                   workers_detail::context_of(s, w.running->first, w.running->second));
+    }
+  }
   timeline_.clear();
   origin_.reset();
+  if (!still_running.empty()) {
+    throw Error(fmt::format("clear: {} is still running after {} ms (StageWorkersOptions::collect_timeout): a stage "
+                            "call cannot be interrupted; its result will be dropped",
+                            still_running, options_.collect_timeout.count()));
+  }
 }
 
 int StageWorkers::recorded(int stage) const {
@@ -217,11 +231,14 @@ void StageWorkers::run(int s) {
         w.records.erase(it);
       }
       already_recorded = job.pass == Pass::kForward && it != w.records.end();
+      w.running.emplace(job.task, job.pass);
     }
-    const auto start = now();
+    const auto start = std::chrono::steady_clock::now();
     Result result = execute(s, job, held, already_recorded);
-    const auto end = now();
+    const auto end = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(w.mutex);
+    w.running.reset();
+    w.idle.notify_all();  // clear() may go on: this job touches no tensor of the model any more
     if (job.epoch != w.epoch) continue;  // clear() ran meanwhile: this step is gone
     timeline_.append({s, job.task.micro, job.pass, std::chrono::duration<double>(start - job.origin).count(),
                       std::chrono::duration<double>(end - job.origin).count()});

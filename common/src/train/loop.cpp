@@ -29,25 +29,57 @@ void average_over_ranks(Run& run, std::vector<double>& values, const std::string
   for (size_t i = 0; i < values.size(); ++i) values[i] = t[static_cast<int64_t>(i)].item<double>();
 }
 
+// Note [A non-finite loss]: a rank whose loss is NaN or infinite must not stop alone: the others
+// would learn it only from a failed collective, and their logs would name a "stopped" rank, not
+// the loss. A NaN reaches every rank anyway (its gradient is averaged into everyone's), so with
+// ranks the loop goes on to the end of the epoch, where the losses are exchanged in any case
+// (`tokens` below carries every rank's loss of every step), and there every rank throws the same
+// sentence, naming the first such step and the ranks whose loss it was. One process stops at the
+// step itself. tests/train_core_test.cpp (TrainLoop) runs both.
+std::string non_finite_loss(const std::vector<int>& ranks, const std::vector<double>& losses, int64_t step) {
+  std::string who, values;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    who += fmt::format("{}{}", i ? ", " : "", ranks[i]);
+    values += fmt::format("{}{}", i ? ", " : "", losses[i]);
+  }
+  return fmt::format("{} {}: the loss is {} at step {}: lower --learning_rate or check the data",
+                     ranks.size() == 1 ? "rank" : "ranks", who, values, step);
+}
+
 // Examples, real tokens and padded tokens of each step, summed over the ranks: minibatches of
 // translation pairs differ in length from rank to rank, so rank 0's count times the world size
-// would be a guess.
-void sum_over_ranks(Run& run, std::vector<report::IterationRecord>& records) {
-  if (!run.group || records.empty()) return;
-  torch::Tensor t = torch::empty({static_cast<int64_t>(records.size()), 3}, torch::kFloat64);
+// would be a guess. The same exchange carries every rank's own loss of each step (a column per
+// rank, zero but its own), so that every rank can name a non-finite one (Note [A non-finite
+// loss]); returns the first such step's error, or "".
+std::string sum_over_ranks(Run& run, std::vector<report::IterationRecord>& records) {
+  if (!run.group || records.empty()) return "";
+  const int world = run.world();
+  torch::Tensor t = torch::zeros({static_cast<int64_t>(records.size()), 3 + world}, torch::kFloat64);
   for (size_t i = 0; i < records.size(); ++i) {
     const auto row = static_cast<int64_t>(i);
     t[row][0] = static_cast<double>(records[i].examples);
     t[row][1] = static_cast<double>(records[i].tokens);
     t[row][2] = static_cast<double>(records[i].padded_tokens);
+    t[row][3 + run.rank()] = records[i].loss;
   }
   run.group->all_reduce(t, dist::ReduceOp::SUM, "tokens");
   const auto sums = t.accessor<double, 2>();
+  std::string error;
   for (size_t i = 0; i < records.size(); ++i) {
-    records[i].examples = static_cast<int64_t>(sums[static_cast<int64_t>(i)][0]);
-    records[i].tokens = static_cast<int64_t>(sums[static_cast<int64_t>(i)][1]);
-    records[i].padded_tokens = static_cast<int64_t>(sums[static_cast<int64_t>(i)][2]);
+    const auto row = static_cast<int64_t>(i);
+    records[i].examples = static_cast<int64_t>(sums[row][0]);
+    records[i].tokens = static_cast<int64_t>(sums[row][1]);
+    records[i].padded_tokens = static_cast<int64_t>(sums[row][2]);
+    std::vector<int> ranks;
+    std::vector<double> losses;
+    for (int r = 0; r < world; ++r) {
+      if (std::isfinite(sums[row][3 + r])) continue;
+      ranks.push_back(r);
+      losses.push_back(sums[row][3 + r]);
+    }
+    if (error.empty() && !ranks.empty()) error = non_finite_loss(ranks, losses, records[i].step);
   }
+  return error;
 }
 
 void print_first_step(Run& run, const report::IterationRecord& r) {
@@ -137,15 +169,24 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
       }
       const dist::InterfaceCounters after = link ? dist::read_counters(*link) : dist::InterfaceCounters{};
       ++steps;
-      if (!std::isfinite(r.loss)) {
-        throw Error(fmt::format("rank {}: the loss is {} at step {}: lower --learning_rate or "
-                                "check the data", run.rank(), r.loss, steps));
-      }
+      // Note [A non-finite loss]: with ranks, said at the epoch's end by every rank.
+      if (!run.group && !std::isfinite(r.loss)) throw Error(non_finite_loss({run.rank()}, {r.loss}, steps));
       // This rank's counts; summed over the ranks at the end of the epoch.
-      records.push_back({steps, epoch, r.loss, seconds, lr, batch.size(), batch.real_tokens(),
-                         batch.input_ids.numel(), r.comm_seconds,
-                         link ? static_cast<int64_t>(after.tx_bytes - before.tx_bytes) : -1,
-                         link ? static_cast<int64_t>(after.rx_bytes - before.rx_bytes) : -1});
+      report::IterationRecord record;
+      record.step = steps;
+      record.epoch = epoch;
+      record.loss = r.loss;
+      record.seconds = seconds;
+      record.lr = lr;
+      record.examples = batch.size();
+      record.tokens = batch.real_tokens();
+      record.padded_tokens = batch.input_ids.numel();
+      record.comm_seconds = r.comm_seconds;
+      if (link) {
+        record.tx_bytes = static_cast<int64_t>(after.tx_bytes - before.tx_bytes);
+        record.rx_bytes = static_cast<int64_t>(after.rx_bytes - before.rx_bytes);
+      }
+      records.push_back(record);
       if (steps <= plan.log_first_steps) {
         print_first_step(run, records.back());
       } else if (run.lead() && since_progress.seconds() >= plan.progress_seconds) {
@@ -162,7 +203,8 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
     std::vector<double> losses;
     for (const auto& rec : records) losses.push_back(rec.loss);
     average_over_ranks(run, losses, "loss");
-    sum_over_ranks(run, records);
+    const std::string non_finite = sum_over_ranks(run, records);
+    if (!non_finite.empty()) throw Error(non_finite);  // every rank, the same words
     double loss_sum = 0;
     for (size_t i = 0; i < records.size(); ++i) {
       records[i].loss = losses[i];

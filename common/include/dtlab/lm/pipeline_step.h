@@ -8,24 +8,25 @@
 #include <functional>
 #include <vector>
 
+#include "dtlab/pipeline/timeline.h"
 #include "dtlab/train/loop.h"
 
 namespace dtlab::lm {
 
 // A model behind a pipeline: input ids [batch, seq] -> logits [batch, seq, vocab], and the
 // gradient of the loss with respect to those logits back into every parameter's .grad; the
-// stages' timeline of the last forward and backward (pipeline::Timeline::to_json).
+// stages' timeline of the last forward and backward (the Pipe's own, valid while it lives).
 struct PipelinedModel {
   std::function<torch::Tensor(const torch::Tensor&)> forward;
   std::function<void(const torch::Tensor&)> backward;
-  std::function<nlohmann::json()> timeline;
+  std::function<const pipeline::Timeline&()> timeline;
 };
 
 // Per step: the bubble fraction, each stage's busy seconds, the peak activation bytes; and one
 // step's whole timeline (the third, or the last if fewer), for the report's figure.
 class PipelineStats {
  public:
-  void add(int64_t step, const nlohmann::json& timeline);
+  void add(int64_t step, const pipeline::Timeline& timeline);
   // {"steps": n, "mean_bubble_fraction", "mean_busy_seconds": [per stage],
   //  "peak_activation_bytes": [per stage], "timeline_step", "timeline": {...}}
   nlohmann::json summary() const;

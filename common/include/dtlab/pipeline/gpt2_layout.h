@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "dtlab/model/gpt2.h"
@@ -17,8 +18,14 @@ namespace dtlab::pipeline {
 std::vector<int64_t> gpt2_layer_costs(const model::Gpt2LMHeadModel& model);
 
 // The device (stage) of every layer: balance (layers per stage, torchgpipe's list) when given,
-// else balance_by_size over gpt2_layer_costs into `stages`. Errors name --stages or --balance.
+// else balance_by_size over gpt2_layer_costs into `stages`. A balance must list `stages` counts
+// (the flags --balance and --stages must agree, or the recorded layout would not be the one
+// run). Errors name --stages or --balance.
 std::vector<int> gpt2_layer_devices(const model::Gpt2LMHeadModel& model, int stages,
                                     const std::vector<int>& balance = {});
+
+// The name of layer `layer` of GPT-2's `layers` (model->num_stages()): "embeddings", "block 0"
+// .. "block L-1", "head". What the driver prints and the Layers of prepare_pipeline_parallel say.
+std::string gpt2_layer_name(int64_t layer, int64_t layers);
 
 }  // namespace dtlab::pipeline

@@ -38,15 +38,18 @@ struct Stage {
 constexpr std::chrono::milliseconds kDefaultCollectTimeout{300'000};
 
 struct StageWorkersOptions {
-  // Intra-op threads each worker sets for itself (Note [Threads per stage]); 0: the caller's
-  // at::get_num_threads() (a driver's --threads; LibTorch's default is the physical cores)
-  // divided by the number of stages, at least 1.
+  // Intra-op threads each worker sets for itself (Note [Threads per stage]); 0:
+  // default_threads_per_stage(stages).
   int threads_per_stage = 0;
-  // How long collect() waits for a stage's result before it throws.
+  // How long collect() waits for a stage's result, and clear() for a task still running, before
+  // it throws.
   std::chrono::milliseconds collect_timeout = kDefaultCollectTimeout;
-  // The time source of the timeline; empty: std::chrono::steady_clock::now.
-  std::function<std::chrono::steady_clock::time_point()> clock;
 };
+
+// The caller's at::get_num_threads() (a driver's --threads; LibTorch's default is the physical
+// cores) divided by the number of stages, at least 1: what each worker sets when
+// StageWorkersOptions::threads_per_stage is 0, and what a driver prints.
+int default_threads_per_stage(int stages);
 
 // Note [Backward pipelining]: a stage's forward runs on an input detached from the previous
 // stage's graph and made a leaf that requires grad, so every (micro-batch, stage) has its own
@@ -120,8 +123,12 @@ class StageWorkers {
   torch::Tensor collect(int stage);
 
   // Starts a new step: drops every queued task, uncollected result and recorded activation,
-  // and empties the timeline; a task still running finishes and its result is discarded. Call
-  // between steps and after an error.
+  // waits for a task still running to finish (its result is discarded), and empties the
+  // timeline. Call between steps and after an error: once it returns, no task of the old step
+  // runs, so no backward of it adds to a .grad the caller then zeroes and no forward reads a
+  // parameter the optimiser then writes. A task still running after collect_timeout (a stage
+  // call cannot be interrupted) is a dtlab::Error naming it; the rest is dropped all the same,
+  // and clear() may be called again.
   void clear();
 
   // Events since the step began (the first submit after construction or clear()).
@@ -167,6 +174,8 @@ class StageWorkers {
     std::map<int, Record> records;                  // by micro-batch
     int64_t live_bytes = 0;
     uint64_t epoch = 0;  // bumped by clear(): results of older jobs are discarded
+    std::optional<std::pair<Task, Pass>> running;   // the job the worker runs now
+    std::condition_variable idle;                   // signalled when `running` empties
     bool started = false, stop = false;
   };
 
@@ -175,7 +184,6 @@ class StageWorkers {
   // backward consumes. Never throws: a failure is the result's error.
   Result execute(int stage, Job& job, std::optional<Record>& held, bool already_recorded);
   void stop_all();
-  std::chrono::steady_clock::time_point now() const;
 
   StageWorkersOptions options_;
   int threads_per_stage_;

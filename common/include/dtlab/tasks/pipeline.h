@@ -26,16 +26,18 @@
 #include <vector>
 
 #include "dtlab/model/gpt2.h"
+#include "dtlab/pipeline/gpt2_layout.h"
 #include "dtlab/pipeline/schedule.h"
 #include "dtlab/pipeline/workers.h"
 
 namespace dtlab::pipeline {
 
-// One layer of a model and the device it lives on. A device is a GPU index with CUDA; on the CPU
-// it is a worker thread with its share of the cores. The layer's forward is a function of its
-// input alone (GPT-2's blocks need no attention mask: rows are padded on the right).
+// One layer of a model and the device it lives on. Here a device is a worker: a thread of this
+// process with its share of the cores, tensors on the CPU (the original's devices were GPUs; the
+// kit's runtime has no CUDA path). The layer's forward is a function of its input alone (GPT-2's
+// blocks need no attention mask: rows are padded on the right).
 struct Layer {
-  std::string name;  // "embeddings", "block 3", "head": named in errors and the timeline
+  std::string name;  // gpt2_layer_name: "embeddings", "block 3", "head"; named in errors
   StageFunction forward;
   int device = 0;
 };
@@ -99,9 +101,10 @@ class Pipe {
 };
 
 // Yours. GPT-2 as a Pipe: its layers (model->num_stages() of them, Note [Stages] in
-// model/gpt2.h: the embeddings, every block, the head), layer s on devices[s] and computing
-// model->forward_stage(s, x), split into partitions, in a Pipe of micro_batches micro-batches
-// (the original's _prepare_pipeline_parallel). The model must outlive the Pipe.
+// model/gpt2.h: the embeddings, every block, the head), layer s named gpt2_layer_name(s,
+// model->num_stages()), on devices[s] and computing model->forward_stage(s, x), split into
+// partitions, in a Pipe of micro_batches micro-batches (the original's
+// _prepare_pipeline_parallel). The model must outlive the Pipe.
 std::unique_ptr<Pipe> prepare_pipeline_parallel(model::Gpt2LMHeadModel model, const std::vector<int>& devices,
                                                 int micro_batches, StageWorkersOptions options = {});
 

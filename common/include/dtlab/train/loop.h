@@ -53,7 +53,9 @@ using AfterEpoch = std::function<EvalResult(TrainState&, int epoch)>;
 StepFunction kit_step(GradientSync& sync, AfterSync after_sync = nullptr);
 
 // Runs the plan: records every step and epoch in results (rank 0 saves it to results_path
-// after every epoch). A non-finite loss stops the run with an error naming the rank and step.
+// after every epoch). A non-finite loss stops the run with an error naming the rank and step:
+// on one process at that step; with ranks at the end of its epoch, on every rank with the same
+// words (Note [A non-finite loss] in loop.cpp).
 void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan& plan,
                 const StepFunction& step, const AfterEpoch& after_epoch, report::Results& results,
                 const std::filesystem::path& results_path);

@@ -35,7 +35,9 @@ bool exempt_from_weight_decay(const torch::Tensor& parameter);
 // at::parallel_for): the same operations in the same order on the same float constants, so it
 // differs from LibTorch's only where LibTorch's vectorised add fuses a multiply and an add into
 // one rounding (a few units in the last place; tests/adamw_test.cpp holds the two within 1e-6,
-// relative, over 40 steps). Its state is torch::optim::AdamW's own (step, exp_avg, exp_avg_sq
+// relative, over 40 steps). The loop itself never fuses: adamw_kernel.cpp is compiled with
+// -ffp-contract=off, which matters where the target has FMA (aarch64), and a test holds it to
+// one rounding per operation, to the bit. Its state is torch::optim::AdamW's own (step, exp_avg, exp_avg_sq
 // under the same keys), so save/load and state() are unchanged. When a parameter, its gradient
 // or its moments are not contiguous float tensors on the CPU, or a group asks for amsgrad, or
 // under `--plain` (model/ops.h), the whole step is LibTorch's own.

@@ -16,6 +16,14 @@
 // exit does not cut their diagnosis short. Every read is bounded: the diagnosis adds at most
 // kStoppedAfter plus kStoreAnswer to the failure it explains (rank 0: twice that).
 //
+// A write that fails (a dropped connection, a store that refused one request) costs one beat,
+// not the rest: the thread writes again at the next interval, so a live rank is never named as
+// stopped because of one failure (a store that stays gone fails every write, and the survivors'
+// reads of it fail too: they then name rank 0). The destructor waits at most kStoreAnswer for the
+// thread: a write to a store that does not answer (its server stopped) can block until the
+// store's own timeout, so the thread is then left to end on its own, holding what it uses.
+// tests/heartbeat_test.cpp runs both on stores that fail or hang a write.
+//
 // Cost: one small store write per rank per step and every half second, on a thread of its own, and one
 // string copy under a mutex per operation (measured in docs/DESIGN.md, under the process group).
 #pragma once
@@ -26,6 +34,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -44,7 +53,9 @@ class Heartbeat {
   // Writes the first beat before returning (so every rank's key exists once the rendezvous is
   // over), then beats every `interval` on its own thread. beat_store: a connection of its own.
   Heartbeat(c10::intrusive_ptr<c10d::Store> beat_store, int rank, std::chrono::milliseconds interval);
-  ~Heartbeat();  // stops and joins the thread (it sleeps on a condition variable, so at once)
+  // Stops the thread and joins it: at once when it sleeps on its condition variable; when it is
+  // inside a store write that does not return within kStoreAnswer, it is detached instead.
+  ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
@@ -53,19 +64,25 @@ class Heartbeat {
   void at_operation(std::string operation);
 
  private:
-  void beat();
-  void run();
+  // What the beat thread uses, owned jointly by the thread and this object, so that a thread the
+  // destructor had to leave behind never touches a destroyed Heartbeat.
+  struct State {
+    c10::intrusive_ptr<c10d::Store> store;
+    std::string key;
+    std::chrono::milliseconds interval;
+    std::atomic<int64_t> step{0};
+    int64_t count = 0;  // the beat thread's only (and the constructor's, before it starts)
+    std::mutex mutex;   // guards operation, due, stop and ended
+    std::string operation = "the rendezvous";
+    bool due = false;   // at_step asks for a beat now
+    bool stop = false;
+    bool ended = false;  // the thread has left its loop
+    std::condition_variable wake, end;
+  };
+  static void beat(State& s);
+  static void run(const std::shared_ptr<State>& s);
 
-  c10::intrusive_ptr<c10d::Store> store_;
-  std::string key_;
-  std::chrono::milliseconds interval_;
-  std::atomic<int64_t> step_{0};
-  int64_t count_ = 0;  // the beat thread's only
-  std::mutex mutex_;   // guards operation_, due_ and stop_
-  std::string operation_ = "the rendezvous";
-  bool due_ = false;   // at_step asks for a beat now
-  bool stop_ = false;
-  std::condition_variable wake_;
+  std::shared_ptr<State> state_;
   std::thread thread_;
 };
 
