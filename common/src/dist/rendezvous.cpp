@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -46,10 +48,9 @@ std::string who(const Settings& s) { return "rank " + std::to_string(s.rank); }
 std::string master(const Settings& s) { return s.master_addr + ":" + std::to_string(s.master_port); }
 
 // A TCPStore answers at once, but a port where another program listens accepts the connection
-// and then never answers, and so does a stopped master. So every query of a rank that is not the
-// store's server is bounded (Note [A client's answer bound]), and each rank first sets a key and
-// waits for it, a few seconds at most: a rendezvous answers in a millisecond; silence means the
-// port is someone else's.
+// and then never answers, and so does a stopped master. So each rank first sets a key and waits
+// for it, a few seconds at most: a rendezvous answers in a millisecond; silence means the port is
+// someone else's.
 constexpr std::chrono::milliseconds kProbeLimit{5000};
 
 std::string not_a_rendezvous(const Settings& s, std::chrono::milliseconds limit, const std::string& why) {
@@ -59,13 +60,28 @@ std::string not_a_rendezvous(const Settings& s, std::chrono::milliseconds limit,
          "--master_ip (" + why + ")";
 }
 
-// Note [A client's answer bound]: c10d's TCPStore client reads every answer with its socket's
-// timeout, which is the timeout it was made with (2.x also waits for an answer while it is made,
-// and a wait that timed out waits for the answer to its cancel). Made with --timeout, a stopped
-// master or a foreign port would cost --timeout for each such read. So a client rank first waits,
-// up to --timeout, until the master's port accepts connections (ranks may start before rank 0),
-// then makes its client with a timeout of kStoreAnswer, which bounds every answer, and sets the
-// store's own timeout (what its waits and gets wait for keys) to --timeout.
+// Note [Bounded store calls]: c10d's TCPStore client reads some answers with a recv that has no
+// timeout: LibTorch 2.x pings the server in the constructor, and a wait that timed out sends a
+// cancel and reads its answer (1.13 bounded both). A port where another program listens, or a
+// stopped master, never answers, and the rank would hang. So each call that may meet such a
+// server runs on a thread of its own, and the rank waits for it at most a bound: past it the call
+// is left behind (it holds the store alive and is ended with the process, which is about to fail
+// with the error that says why). A client rank also first waits, up to --timeout, until the
+// master's port accepts connections (ranks may start before rank 0), so that the bound on its
+// constructor covers only the answer.
+struct NoAnswer : std::runtime_error {
+  NoAnswer() : std::runtime_error("no answer") {}
+};
+
+template <typename F>
+auto within(std::chrono::milliseconds limit, F call) -> decltype(call()) {
+  using Result = decltype(call());
+  auto task = std::make_shared<std::packaged_task<Result()>>(std::move(call));
+  std::future<Result> result = task->get_future();
+  std::thread([task] { (*task)(); }).detach();
+  if (result.wait_for(limit) != std::future_status::ready) throw NoAnswer();
+  return result.get();
+}
 
 // The store every rank meets in: a TCPStore that rank 0 serves (or torchrun's agent), under a
 // prefix of this restart attempt so that keys of an earlier run never meet this one's.
@@ -75,20 +91,22 @@ c10::intrusive_ptr<c10d::Store> connect_store(const Settings& s) {
     store = c10::make_intrusive<c10d::HashStore>();
   } else {
     const bool server = s.rank == 0 && !s.use_agent_store;
-    const auto cannot_reach = [&](const std::string& why) {
-      return DistError(who(s) + ": cannot reach the master at " + master(s) + " within " + seconds_text(s.timeout) +
-                       ": is rank 0 running there, and are --master_ip and --master_port right? (" + why + ")");
-    };
     if (!server && !accepts_connections(s.master_addr, s.master_port, s.timeout)) {
-      throw cannot_reach("nothing accepted a connection");
+      throw DistError(who(s) + ": cannot reach the master at " + master(s) + " within " + seconds_text(s.timeout) +
+                      ": is rank 0 running there, and are --master_ip and --master_port right? (nothing accepted "
+                      "a connection)");
     }
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(s.master_port);
     options.isServer = server;
     options.waitWorkers = false;  // our own rendezvous names the ranks that are missing
-    options.timeout = server ? s.timeout : std::min(s.timeout, detail::kStoreAnswer);
+    options.timeout = s.timeout;
+    const std::string address = s.master_addr;
     try {
-      store = c10::make_intrusive<c10d::TCPStore>(s.master_addr, options);
+      const auto make = [address, options] { return c10::make_intrusive<c10d::TCPStore>(address, options); };
+      store = server ? make() : within(std::min(s.timeout, kProbeLimit), make);
+    } catch (const NoAnswer&) {
+      throw DistError(not_a_rendezvous(s, std::min(s.timeout, kProbeLimit), "no answer to c10d's first query"));
     } catch (const std::exception& e) {
       const std::string why = what_of(e);
       if (server && why.find("in use") != std::string::npos) {
@@ -96,19 +114,22 @@ c10::intrusive_ptr<c10d::Store> connect_store(const Settings& s) {
                         ": the address is already in use: pick another --master_port");
       }
       if (server) throw DistError(who(s) + ": cannot serve the rendezvous at " + master(s) + ": " + why);
-      throw DistError(not_a_rendezvous(s, options.timeout, why));
+      throw DistError(not_a_rendezvous(s, std::min(s.timeout, kProbeLimit), why));
     }
   }
   store->setTimeout(s.timeout);
   return c10::make_intrusive<c10d::PrefixStore>("dtlab/attempt_" + std::to_string(s.restart_count), store);
 }
 
-void probe_store(c10d::Store& store, const Settings& s) {
+void probe_store(const c10::intrusive_ptr<c10d::Store>& store, const Settings& s) {
   const std::string key = "dtlab/probe/" + std::to_string(s.rank);
   const std::chrono::milliseconds limit = std::min(s.timeout, kProbeLimit);
   try {
-    store.set(key, std::vector<uint8_t>{1});
-    store.wait({key}, limit);
+    within(limit + detail::kStoreAnswer, [store, key, limit] {
+      store->set(key, std::vector<uint8_t>{1});
+      store->wait({key}, limit);
+      return true;
+    });
   } catch (const std::exception& e) {
     throw DistError(not_a_rendezvous(s, limit, what_of(e)));
   }
@@ -117,11 +138,17 @@ void probe_store(c10d::Store& store, const Settings& s) {
 // What a rendezvous that did not complete observed, in one sentence. Every query is bounded
 // (Note [Who stopped]: a stopped master accepts connections and never answers): first whether the
 // store still answers, then which ranks registered and with which world size.
-std::string rendezvous_failure(c10d::Store& store, const Settings& s, const std::vector<std::string>& keys,
-                               std::chrono::steady_clock::time_point waited_from) {
+std::string rendezvous_failure(const c10::intrusive_ptr<c10d::Store>& handle, const Settings& s,
+                               const std::vector<std::string>& keys, std::chrono::steady_clock::time_point waited_from) {
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count();
+  c10d::Store& store = *handle;
   try {
-    store.wait({keys[s.rank]}, detail::kStoreAnswer);  // this rank's own key: a live store has it
+    // This rank's own key: a live store has it (Note [Bounded store calls]).
+    const std::string own = keys[s.rank];
+    within(detail::kStoreAnswer, [handle, own] {
+      handle->wait({own}, detail::kStoreAnswer);
+      return true;
+    });
   } catch (const std::exception&) {
     return fmt::format("{}: rendezvous at {} failed after {:.1f} s: the master (rank 0) stopped answering while this "
                        "rank waited for the others. Rank 0 gives up when a rank has not arrived within --timeout "
@@ -157,7 +184,8 @@ struct Locality {
 // a host name and the address that reaches the master: network namespaces on one machine share
 // the host name but not the address. A machine is a running kernel (machine_id), which they
 // share. Returns this rank's place among the ranks of its host, and the ranks of its machine.
-Locality rendezvous(c10d::Store& store, const Settings& s, const std::string& address) {
+Locality rendezvous(const c10::intrusive_ptr<c10d::Store>& handle, const Settings& s, const std::string& address) {
+  c10d::Store& store = *handle;
   const std::string me = hostname() + "@" + address;
   const std::string machine = machine_id();
   const std::string value = me + "\n" + std::to_string(s.world_size) + "\n" + machine;
@@ -166,9 +194,12 @@ Locality rendezvous(c10d::Store& store, const Settings& s, const std::string& ad
   for (int r = 0; r < s.world_size; ++r) keys.push_back("dtlab/rank/" + std::to_string(r));
   const auto waited_from = std::chrono::steady_clock::now();
   try {
-    store.wait(keys, s.timeout);
+    within(s.timeout + detail::kStoreAnswer, [handle, keys, timeout = s.timeout] {  // Note [Bounded store calls]
+      handle->wait(keys, timeout);
+      return true;
+    });
   } catch (const std::exception&) {
-    throw DistError(rendezvous_failure(store, s, keys, waited_from));
+    throw DistError(rendezvous_failure(handle, s, keys, waited_from));
   }
   Locality here;
   for (int r = 0; r < s.world_size; ++r) {
@@ -233,10 +264,9 @@ std::unique_ptr<detail::Heartbeat> start_heartbeat(const Settings& s) {
   options.port = static_cast<uint16_t>(s.master_port);
   options.isServer = false;
   options.waitWorkers = false;
-  options.timeout = std::min(s.timeout, detail::kStoreAnswer);  // Note [A client's answer bound]
+  options.timeout = s.timeout;
   try {
     auto store = c10::make_intrusive<c10d::TCPStore>(s.master_addr, options);
-    store->setTimeout(s.timeout);
     return std::make_unique<detail::Heartbeat>(
         c10::make_intrusive<c10d::PrefixStore>("dtlab/attempt_" + std::to_string(s.restart_count), store), s.rank,
         interval);
@@ -252,8 +282,8 @@ std::unique_ptr<Group> init_process_group(const Settings& s) {
   const std::string address =
       s.world_size == 1 ? "127.0.0.1" : local_address_towards(s.master_addr, s.master_port);
   const c10::intrusive_ptr<c10d::Store> store = connect_store(s);
-  if (s.world_size > 1) probe_store(*store, s);
-  const Locality here = rendezvous(*store, s, address);
+  if (s.world_size > 1) probe_store(store, s);
+  const Locality here = rendezvous(store, s, address);
   std::unique_ptr<detail::Heartbeat> heartbeat = s.world_size > 1 ? start_heartbeat(s) : nullptr;
   std::unique_ptr<Group> group =
       wrap_process_group(connect_backend(store, s, address), s.rank, s.world_size, s.timeout, s.backend,
