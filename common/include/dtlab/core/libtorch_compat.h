@@ -1,7 +1,7 @@
 // Note [LibTorch versions]: the kit builds against Debian 12's LibTorch 1.13.1 and against PyPI's
-// torch 2.x (tested from 2.11 to the pin in scripts/setup.sh). Everything that differs between
-// them in the C++ the kit uses is named here, and only here; the rest of the code uses these
-// names and never tests a version itself.
+// torch 2.x (built and tested at the pin in scripts/setup.sh, 2.15.0). Everything that differs
+// between them in the C++ the kit uses is named here, and only here; the rest of the code uses
+// these names and never tests a version itself.
 //
 //   what                              1.13                              2.x (since)
 //   C++ standard                      C++17                             C++20 (2.15's headers stop
@@ -52,8 +52,9 @@ using GradAccumulator =
     decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::autograd::Variable&>()));
 
 // The key of a parameter in torch::optim::Optimizer::state(), whatever the version's key type.
-using OptimizerStateKey =
-    typename std::remove_cv_t<std::remove_reference_t<decltype(std::declval<torch::optim::Optimizer&>().state())>>::key_type;
+using OptimizerStateMap =
+    std::remove_cv_t<std::remove_reference_t<decltype(std::declval<torch::optim::Optimizer&>().state())>>;
+using OptimizerStateKey = OptimizerStateMap::key_type;
 
 // (A template, so that only the branch of this version's key type is compiled.)
 template <typename Key = OptimizerStateKey>
