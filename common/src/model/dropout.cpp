@@ -102,7 +102,10 @@ bool dropout_noise_is_bernoullis() {
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
   if (!training || p == 0 || x.numel() == 0) return x;
   if (ops_in_use() == Ops::plain) return torch::dropout(x, p, training);
-  if (p > 0 && p < 1 && x.device().is_cpu() && x.scalar_type() == torch::kFloat && dropout_noise_is_bernoullis()) {
+  // A contiguous input only: 1.13's at::dropout made its noise contiguous, 2.x's in the input's
+  // layout (empty_like keeps a transposed input's strides), so only there do the two agree.
+  if (p > 0 && p < 1 && x.device().is_cpu() && x.scalar_type() == torch::kFloat && x.is_contiguous() &&
+      dropout_noise_is_bernoullis()) {
     return x * dropout_noise(x, p);
   }
   return torch::dropout(x, p, training);

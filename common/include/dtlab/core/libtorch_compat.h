@@ -17,6 +17,14 @@
 //   c10::guts::to_string              exists                            removed (the kit uses std)
 //   at::get_num_interop_threads()     int                               size_t
 //
+// Behaviour that differs with the same API is handled where it shows, and listed here:
+//   a TCPStore client's reads      bounded by its timeout            a recv without timeout in the
+//   (a silent server)                                                constructor's ping and after a
+//                                                                    wait's cancel: Note [Bounded
+//                                                                    store calls], dist/rendezvous.cpp
+//   at::dropout's noise            contiguous                        the input's strides (empty_like):
+//                                                                    Note [Dropout's mask]
+//
 // The build side (cmake/DtlabTorch.cmake, Note [Which LibTorch]) chooses the standard, and links
 // only libtorch_cpu.so and libc10.so of a pip wheel; it also hides the {fmt} headers that 2.x
 // wheels ship in torch/include/fmt (12.x), so the kit always compiles against the one {fmt} it

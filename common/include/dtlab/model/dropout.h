@@ -14,10 +14,13 @@
 // fixture's BERT at batch 32 x 128, measured with --profile).
 //
 // That holds for a LibTorch whose CPU bernoulli_ draws serially from the twister, as Debian's 1.13
-// does. PyPI's 2.x wheels are built with MKL and may draw the mask otherwise (on this machine, an
-// AMD EPYC, 2.15's masks differ). So dropout() checks once per process, on generators of its own,
-// that dropout_noise draws what bernoulli_ draws, and otherwise calls at::dropout: the kit's
-// dropout equals at::dropout on every LibTorch, and is the faster one where it can be.
+// and PyPI's 2.15 do on this machine (an AMD EPYC); a build whose bernoulli_ draws otherwise (2.x
+// wheels carry MKL, which has a Bernoulli generator of its own) must not get the kit's mask. So
+// dropout() checks once per process, on generators of its own, that dropout_noise draws what
+// bernoulli_ draws, and otherwise calls at::dropout. It also takes a contiguous input only: 1.13's
+// at::dropout made its noise contiguous, 2.x's keeps the input's strides (a transposed input's
+// mask is drawn in memory order). So the kit's dropout equals at::dropout on every LibTorch, and
+// is the faster one where it can be.
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -38,7 +41,8 @@ torch::Tensor dropout_noise(const torch::Tensor& like, double p,
 bool dropout_noise_is_bernoullis();
 
 // at::dropout(x, p, training): x itself when not training or p = 0; x * dropout_noise(x, p)
-// for a float CPU tensor where dropout_noise_is_bernoullis(); at::dropout for anything else.
+// for a contiguous float CPU tensor where dropout_noise_is_bernoullis(); at::dropout for anything
+// else.
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
 
 // torch::nn::Dropout's module, with dropout() above as its forward.
