@@ -64,7 +64,7 @@ const std::vector<Mutant> kPipelineMutants = {
     {"pipeline", "unscaled_micro_losses", "transparency", "wrong number", "no scaling per micro-batch", 120},
     {"pipeline", "dropped_block", "transparency", "wrong number", "does every layer of the model run, once, in order", 120},
     {"pipeline", "group_by_device", "split", "wrong number", "returns to an earlier device starts a new partition", 120},
-    // Issue 27: a parameter that backward never reaches is named as missing, not as a wrong value.
+    // a parameter that backward never reaches is named as missing, not as a wrong value.
     {"pipeline", "block_without_grad", "transparency", "wrong number", "transformer.h.0.attn.c_attn.bias has no gradient", 120},
     // The driver checks clock_cycles before the first step (check_pipe_schedules).
     {"pipeline", "schedule_off_by_one", "losses", "error", "clock_cycles(1, 3) cannot drive the Pipe: forward schedule of 3 ticks: task (micro-batch 0, stage 2) is missing", 180},

@@ -381,7 +381,7 @@ TEST(LmFlags, EveryBadValueNamesItsFlag) {
   EXPECT_THROW(parse(with_model({"--output_dir", "o"}), false), CLI::RequiredError);
 }
 
-// Issue 27, finding 6: the pipeline's --balance must list --stages stages, checked with the
+// the pipeline's --balance must list --stages stages, checked with the
 // other flags (before a model is loaded).
 TEST(LmFlags, TheBalanceMustListAsManyStagesAsStages) {
   LmOptions o = parse(with_model({}));

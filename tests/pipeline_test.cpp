@@ -547,7 +547,7 @@ struct FailingBackward : torch::autograd::Function<FailingBackward> {
   }
 };
 
-// Issue 27, finding 1: a step fails at stage 0 while stage 1's backward still runs (the tick's
+// a step fails at stage 0 while stage 1's backward still runs (the tick's
 // tasks are collected in stage order, as clock_cycles lists them). The caller clears the workers
 // and the gradients and runs the next step: its gradients must be that step's alone, not
 // accumulate the failed step's backward that was still running when clear() returned.
@@ -746,14 +746,23 @@ TEST(PipelineWorkers, ThreadsPerStageAreSetInsideEachStage) {
 // ---------------------------------------------------------------------------------------------
 // GPT-2 through the stages of Note [Stages] (model/gpt2.h).
 
-TEST(PipelineGpt2, TwoStagesThreeMicroBatchesGiveTheModelsLogitsAndGradients) {
-  using dtlab::model::Gpt2LMHeadModel;
+namespace pipeline_test {
+// A GPT-2 of 4 layers (embeddings, 2 blocks, head) small enough for a test to split by hand.
+dtlab::model::Gpt2Config tiny_gpt2_config() {
   dtlab::model::Gpt2Config config;
   config.vocab_size = 40;
   config.n_positions = 16;
   config.n_embd = 12;
   config.n_layer = 2;
   config.n_head = 3;
+  return config;
+}
+}  // namespace pipeline_test
+using pipeline_test::tiny_gpt2_config;
+
+TEST(PipelineGpt2, TwoStagesThreeMicroBatchesGiveTheModelsLogitsAndGradients) {
+  using dtlab::model::Gpt2LMHeadModel;
+  dtlab::model::Gpt2Config config = tiny_gpt2_config();
   dtlab::model::Gpt2Overrides::dropout(0.0).apply(config);
   torch::manual_seed(5);
   Gpt2LMHeadModel model(config);
@@ -802,16 +811,11 @@ TEST(PipelineGpt2, TwoStagesThreeMicroBatchesGiveTheModelsLogitsAndGradients) {
   }
 }
 
-// Issue 27, finding 6: --balance and --stages must agree (a balance of 2 stages under --stages 3
+// --balance and --stages must agree (a balance of 2 stages under --stages 3
 // would record 3 stages and GPipe's bubble for 3 while 2 run); the layer names the driver prints
 // and the Layers carry come from one function.
 TEST(PipelineGpt2, TheBalanceMustListTheStagesAndLayersHaveOneSetOfNames) {
-  dtlab::model::Gpt2Config config;
-  config.vocab_size = 40;
-  config.n_positions = 16;
-  config.n_embd = 12;
-  config.n_layer = 2;
-  config.n_head = 3;
+  dtlab::model::Gpt2Config config = tiny_gpt2_config();
   const dtlab::model::Gpt2LMHeadModel model(config);  // 4 layers: embeddings, 2 blocks, head
   EXPECT_EQ(dtlab::pipeline::gpt2_layer_devices(model, 2, {1, 3}), (std::vector<int>{0, 1, 1, 1}));
   EXPECT_THROW_WITH(dtlab::pipeline::gpt2_layer_devices(model, 3, {2, 2}), dtlab::Error,
