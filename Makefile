@@ -4,9 +4,9 @@
 # Which LibTorch (Note [Which LibTorch], cmake/DtlabTorch.cmake): TORCH=system is Debian's 1.13
 # (or any found through CMAKE_PREFIX_PATH), in build/; TORCH=pip is PyPI's torch that
 # `scripts/setup.sh --torch` installs into .torch/venv, in build-pip/; TORCH=/path/to/venv is
-# a torch 2.x of yours, in build-torch/. TORCH_CUDA=ON links a pip torch's CUDA half too (NCCL).
+# a torch 2.x of yours, in build-torch/. TORCH_CUDA=AUTO|ON|OFF: a pip torch's CUDA half (NCCL), where the wheel has one.
 TORCH    ?= system
-TORCH_CUDA ?= OFF
+TORCH_CUDA ?= AUTO
 # PYTHON: the tooling's Python (golden data, bench/compare_eager.py) on the same torch.
 ifeq ($(TORCH),system)
 BUILD    ?= build
@@ -252,3 +252,11 @@ bench-gpt2-eager: configure
 
 clean:
 	rm -rf $(BUILD)
+
+# On a machine with NVIDIA GPUs: the kit built with CUDA and NCCL into build-gpu/, ctest -L gpu, the
+# step benchmarks on the GPU and the eager comparison, each step timed, within about 8 minutes; a
+# summary in build-gpu/gpu-check-summary.txt (scripts/gpu_check.sh). TORCH=/path/to/venv or pip
+# picks the torch; by default the torch of python3 on PATH. Without a GPU: one line, exit 1.
+.PHONY: gpu-check
+gpu-check:
+	scripts/gpu_check.sh $(if $(filter-out system,$(TORCH)),--torch $(if $(filter pip,$(TORCH)),$(CURDIR)/.torch/venv,$(abspath $(TORCH))))

@@ -18,6 +18,10 @@
 // weight gradients). Attention's QK^T and PV add 2 x 2 S H per token per layer forward, x3, over
 // the full S x S (the causal mask does not halve the work of eager attention). Softmax, GELU,
 // LayerNorm, dropout, clipping and AdamW are elementwise and not counted.
+//
+// --device cuda[:N] runs the same on a GPU (weights and batch drawn on the CPU, then moved), reads
+// the clock after torch::cuda::synchronize() and adds each model's share of the GPU's nominal
+// fp32 peak under the table (Note [Share of the peak], step_bench.h).
 #include <CLI/CLI.hpp>
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -57,7 +61,8 @@ struct Options {
   uint64_t seed = 42;
   std::optional<double> dropout;  // unset: the config's (0.1)
   std::string json;
-  bench::StepBenchFlags flags;  // --profile, --plain, --versus_plain
+  bench::StepBenchFlags flags;  // --profile, --plain, --versus_plain, --device
+  torch::Device device{torch::kCPU};  // --device, checked (bench::bench_device)
 };
 
 struct ParameterCounts {
@@ -106,6 +111,10 @@ Row run_model(const std::string& name, const Options& o) {
   batch.input_ids = tokens.narrow(1, 0, o.seq).contiguous();
   batch.labels = tokens.narrow(1, 1, o.seq).contiguous();
   batch.label_weights = torch::ones({o.batch, o.seq}, torch::kFloat32);
+  // Weights and batch are drawn on the CPU (the same numbers on every device, and as
+  // bench/compare_eager.py draws them), then moved before the optimizer sees the weights.
+  model->to(o.device);
+  batch = batch.to(o.device);
 
   train::TrainState state;
   state.module = model.ptr();
@@ -127,8 +136,10 @@ Row run_model(const std::string& name, const Options& o) {
     input.step = i + 1;
     input.epoch = 1;
     input.batch = &batch;
+    bench::synchronize(o.device);  // CUDA: nothing of the previous step still queued
     report::Stopwatch watch;
     const float loss = train::training_step(state, input, *sync).loss;
+    bench::synchronize(o.device);
     row.seconds.push_back(watch.seconds());
     row.losses.push_back(loss);
     if (!std::isfinite(loss)) throw Error(fmt::format("{}: the loss is {} at step {}", name, loss, i + 1));
@@ -205,13 +216,16 @@ int run(const Options& o) {
   const int threads = train::configure_threads(o.threads);
   const train::BlasInfo blas = train::detect_blas();
   const bool quiet = o.json == "-";  // the comparison script reads stdout as JSON
+  const bench::DeviceInfo device = bench::describe_device(o.device);
   if (!quiet) {
     fmt::print("bench_gpt2: the GPT-2 training step of dtlab-gpt2 (forward, target-token loss, backward, "
                "clip 1.0, AdamW, schedule, zero_grad){}\n", o.flags.plain ? ", written the obvious way (--plain)" : "");
     fmt::print("  runtime  {}\n", train::describe_runtime());
     fmt::print("  input    random tokens, batch {} x seq {} = {} tokens/iter, dropout {}\n", o.batch, o.seq,
                o.batch * o.seq, o.dropout ? fmt::format("{:g}", *o.dropout) : "0.1 (the config's)");
-    fmt::print("  timing   first iteration discarded, mean of the rest (iters column: discarded+timed)\n\n");
+    fmt::print("  timing   first iteration discarded, mean of the rest (iters column: discarded+timed)\n");
+    if (o.device.is_cuda()) fmt::print("{}", bench::device_line(device));
+    fmt::print("\n");
     print_table_header();
   }
 
@@ -224,12 +238,23 @@ int run(const Options& o) {
   if (!quiet) {
     fmt::print("\nparams: all parameters; N: the block weights and the output projection (the matmul "
                "parameters)\nFLOPs/iter = 6*N*T + 12*L*S*H*T, T = batch*seq tokens, S = seq; elementwise "
-               "work not counted\ntotal wall time {:.1f} s\n", wall);
+               "work not counted\n");
+    if (o.device.is_cuda()) {
+      std::vector<std::pair<std::string, double>> achieved;
+      for (const Row& r : rows) achieved.emplace_back(r.name, r.flops / r.t.mean);
+      bench::print_peak_shares(device, achieved);
+    }
+    fmt::print("total wall time {:.1f} s\n", wall);
   }
   if (!o.json.empty()) {
     nlohmann::json models = nlohmann::json::array();
-    for (const Row& r : rows) models.push_back(row_json(r, o));
-    const nlohmann::json j = {
+    for (const Row& r : rows) {
+      models.push_back(row_json(r, o));
+      if (const auto share = bench::peak_share(device, r.flops / r.t.mean)) {
+        models.back()["share_of_nominal_fp32_peak"] = *share;
+      }
+    }
+    nlohmann::json j = {
         {"benchmark", "bench_gpt2"},
         {"step", "dtlab::train::training_step + dtlab::lm::translation_loss (dtlab-gpt2's step)"},
         {"ops", o.flags.plain ? "plain" : "kit"},
@@ -243,6 +268,7 @@ int run(const Options& o) {
         {"flops_formula", "6*N*T + 12*L*S*H*T; N = block and output-projection parameters, T = batch*seq"},
         {"models", models},
         {"wall_seconds", wall}};
+    if (o.device.is_cuda()) j["environment"]["device"] = bench::device_json(device);
     if (quiet) {
       fmt::print("{}\n", j.dump());
     } else {
@@ -275,10 +301,11 @@ int main(int argc, char** argv) {
     app.add_option("--json", o.json, "Also write the figures as JSON to this file ('-': only the JSON, on stdout)");
     dtlab::bench::add_step_bench_flags(app, o.flags, "torch::dropout");
     if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
+    o.device = dtlab::bench::bench_device(o.flags.device);  // before anything runs: exit 2 at once
     if (o.flags.versus_plain > 0) {
       std::vector<std::string> shared = {"--iters", std::to_string(o.iters), "--batch", std::to_string(o.batch),
                                          "--seq", std::to_string(o.seq), "--threads", std::to_string(o.threads),
-                                         "--seed", std::to_string(o.seed)};
+                                         "--seed", std::to_string(o.seed), "--device", o.flags.device};
       if (o.dropout) shared.insert(shared.end(), {"--dropout", std::to_string(*o.dropout)});
       return dtlab::bench::versus_plain(shared, o.models, o.flags.versus_plain);
     }

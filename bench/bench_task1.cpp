@@ -14,6 +14,10 @@
 // adds two matmuls whose size grows with S, QK^T and PV: 2 x 2 S H FLOPs per token per layer
 // forward, x3 for forward and backward. Softmax, GELU, LayerNorm, dropout, clipping and AdamW
 // are elementwise and not counted.
+//
+// --device cuda[:N] runs the same on a GPU (weights and batch drawn on the CPU, then moved), reads
+// the clock after torch::cuda::synchronize() and adds each model's share of the GPU's nominal
+// fp32 peak under the table (Note [Share of the peak], step_bench.h).
 #include <CLI/CLI.hpp>
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -62,7 +66,8 @@ struct Options {
   int threads = 0;
   uint64_t seed = 42;
   std::string json;
-  bench::StepBenchFlags flags;  // --profile, --plain, --versus_plain
+  bench::StepBenchFlags flags;  // --profile, --plain, --versus_plain, --device
+  torch::Device device{torch::kCPU};  // --device, checked (bench::bench_device)
 };
 
 struct ParameterCounts {
@@ -103,15 +108,16 @@ struct Row {
 };
 
 // One minibatch as the data pipeline would hand it: random word ids, all-ones attention mask
-// (every position is a real token), random segment ids and labels.
-data::Batch random_batch(int64_t vocab, int64_t batch, int64_t seq) {
+// (every position is a real token), random segment ids and labels. Drawn on the CPU (the same
+// numbers on every device, and as bench/compare_eager.py draws them), then moved to `device`.
+data::Batch random_batch(int64_t vocab, int64_t batch, int64_t seq, const torch::Device& device) {
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
   data::Batch b;
   b.input_ids = torch::randint(0, vocab, {batch, seq}, i64);
   b.attention_mask = torch::ones({batch, seq}, i64);
   b.token_type_ids = torch::randint(0, 2, {batch, seq}, i64);
   b.labels = torch::randint(0, 2, {batch}, i64);
-  return b;
+  return b.to(device);
 }
 
 Row run_model(const Shape& shape, int iterations, const Options& o) {
@@ -125,10 +131,12 @@ Row run_model(const Shape& shape, int iterations, const Options& o) {
   glue::BertTrainState state;
   state.model = model::BertForSequenceClassification(config);
   state.module = state.model.ptr();
+  // The weights are drawn on the CPU, then moved, before the optimizer sees them.
+  if (!o.device.is_cpu()) state.model->to(o.device);
   state.optimizer = train::make_adamw(*state.model, train::OptimizerOptions{});
   state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, 0, iterations);
   state.max_grad_norm = 1.0;
-  const data::Batch batch = random_batch(config.vocab_size, o.batch, o.seq);
+  const data::Batch batch = random_batch(config.vocab_size, o.batch, o.seq, o.device);
 
   Row row;
   row.shape = shape;
@@ -140,8 +148,10 @@ Row run_model(const Shape& shape, int iterations, const Options& o) {
       fmt::print(stderr, "\r  {}: step {}/{}...", shape.name, i + 1, iterations);
       std::fflush(stderr);
     }
+    bench::synchronize(o.device);  // CUDA: nothing of the previous step still queued
     report::Stopwatch watch;
     row.last_loss = task1::train_step(state, batch);
+    bench::synchronize(o.device);
     row.seconds.push_back(watch.seconds());
     row.losses.push_back(row.last_loss);
     if (!std::isfinite(row.last_loss)) {
@@ -239,7 +249,10 @@ int run(const Options& o) {
   fmt::print("  input    random tokens, batch {} x seq {} = {} tokens/iter, dropout 0.1, "
              "vocab 30522, intermediate 4H\n",
              o.batch, o.seq, o.batch * o.seq);
-  fmt::print("  timing   first iteration discarded, mean of the rest (iters column: discarded+timed)\n\n");
+  fmt::print("  timing   first iteration discarded, mean of the rest (iters column: discarded+timed)\n");
+  const bench::DeviceInfo device = bench::describe_device(o.device);
+  if (o.device.is_cuda()) fmt::print("{}", bench::device_line(device));
+  fmt::print("\n");
   print_table_header();
   std::fflush(stdout);
 
@@ -259,14 +272,24 @@ int run(const Options& o) {
     for (const Row& r : rows) fmt::print(" {} {:.2f}", r.shape.name, r.t.mean / rows.front().t.mean);
     fmt::print(" (x {})\n", rows.front().shape.name);
   }
+  if (o.device.is_cuda()) {
+    std::vector<std::pair<std::string, double>> achieved;
+    for (const Row& r : rows) achieved.emplace_back(r.shape.name, r.flops / r.t.mean);
+    bench::print_peak_shares(device, achieved);
+  }
   fmt::print("total wall time {:.1f} s\n", wall);
 
   if (!o.json.empty()) {
     nlohmann::json models = nlohmann::json::array();
-    for (const Row& r : rows) models.push_back(row_json(r, o));
+    for (const Row& r : rows) {
+      models.push_back(row_json(r, o));
+      if (const auto share = bench::peak_share(device, r.flops / r.t.mean)) {
+        models.back()["share_of_nominal_fp32_peak"] = *share;
+      }
+    }
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
-    const nlohmann::json j = {
+    nlohmann::json j = {
         {"benchmark", "bench_task1"},
         {"step", "dtlab::task1::train_step (solutions/task1)"},
         {"ops", o.flags.plain ? "plain" : "kit"},
@@ -280,6 +303,7 @@ int run(const Options& o) {
         {"flops_formula", "6*N*T + 12*L*S*H*T; N = encoder parameters, T = batch*seq, S = seq"},
         {"models", models},
         {"wall_seconds", wall}};
+    if (o.device.is_cuda()) j["environment"]["device"] = bench::device_json(device);
     if (o.json == "-") {
       fmt::print("{}\n", j.dump());
     } else {
@@ -317,11 +341,12 @@ int main(int argc, char** argv) {
     app.add_option("--json", o.json, "Also write the figures as JSON to this file ('-': stdout)");
     dtlab::bench::add_step_bench_flags(app, o.flags, "torch::nn::Linear, torch::dropout");
     if (auto stop = dtlab::parse_flags(app, argc, argv)) return *stop;
+    o.device = dtlab::bench::bench_device(o.flags.device);  // before anything runs: exit 2 at once
     if (o.flags.versus_plain > 0) {
       return dtlab::bench::versus_plain(
           {"--iters", std::to_string(o.iters), "--base_iters", std::to_string(o.base_iters), "--batch",
            std::to_string(o.batch), "--seq", std::to_string(o.seq), "--threads", std::to_string(o.threads),
-           "--seed", std::to_string(o.seed)},
+           "--seed", std::to_string(o.seed), "--device", o.flags.device},
           o.models, o.flags.versus_plain);
     }
     if (o.flags.plain) dtlab::model::use_ops(dtlab::model::Ops::plain);

@@ -11,6 +11,9 @@
     .torch/venv/bin/python bench/compare_eager.py --build build-pip --bench task1 [--compile]
     ... --compile                       # a third side: eager under torch.compile (inductor, CPU)
 
+    On a GPU (a CUDA build of the kit against a CUDA torch, e.g. build-gpu of scripts/gpu_check.sh):
+    python3 bench/compare_eager.py --build build-gpu --bench gpt2 --device cuda
+
 Each round runs both sides once, each in a fresh process: the kit's bench (build/bench/bench_task1:
 dtlab::task1::train_step, task 1's step; build/bench/bench_gpt2: dtlab::train::training_step, the
 step dtlab-gpt2 takes) and this script's --worker (Hugging Face transformers' BertForSequence-
@@ -35,6 +38,11 @@ compiles, is discarded like every side's. The three sides rotate their order fro
 zero_grad sets gradients to None on the eager sides (PyTorch 2's default; the kit's update does
 the same).
 
+With --device cuda (or cuda:N), both sides run on that GPU: the kit's bench gets --device, the
+eager side draws its weights and batch on the CPU as before (the same numbers) and moves them
+there, and reads its clock after torch.cuda.synchronize(). Float32 on both sides, TF32 off
+(PyTorch's default for matmuls).
+
 Each process discards its first step (warm-up) and averages the rest. The ratio quoted is
 kit s/iter / eager s/iter per round (the goal: at most 0.9), with its median. With
 --profile, each side also profiles 3 more steps after its timed ones (the kit: bench --profile,
@@ -45,6 +53,7 @@ of profile.txt can be read side by side. Tooling only: the kit never needs Pytho
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -61,7 +70,10 @@ DEFAULTS = {"gpt2": dict(models="gpt2-mini,gpt2", batch=8, lr=1e-4), "task1": di
 
 
 def make_model(args, torch):
-    """The model, a random batch from the same generator as the kit's bench, and its loss function."""
+    """The model, a random batch from the same generator as the kit's bench, and its loss function.
+
+    Drawn on the CPU (the generator the kit's bench draws from too), then moved to args.device."""
+    device = torch.device(args.device)
     if args.bench == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
         import torch.nn.functional as F
@@ -74,9 +86,10 @@ def make_model(args, torch):
         model = GPT2LMHeadModel(config)
         assert type(model.transformer.h[0].attn).__name__ == "GPT2Attention", "not the eager attention"
         tokens = torch.randint(0, config.vocab_size, (args.batch, args.seq + 1), dtype=torch.int64)
-        input_ids = tokens[:, :-1].contiguous()
-        labels = tokens[:, 1:].contiguous()
-        weights = torch.ones(args.batch, args.seq).reshape(-1)
+        input_ids = tokens[:, :-1].contiguous().to(device)
+        labels = tokens[:, 1:].contiguous().to(device)
+        weights = torch.ones(args.batch, args.seq).reshape(-1).to(device)
+        model.to(device)
 
         def loss_of():
             logits = model(input_ids).logits
@@ -96,6 +109,9 @@ def make_model(args, torch):
     attention_mask = torch.ones(args.batch, args.seq, dtype=torch.int64)
     token_type_ids = torch.randint(0, 2, (args.batch, args.seq), dtype=torch.int64)
     labels = torch.randint(0, 2, (args.batch,), dtype=torch.int64)
+    model.to(device)
+    input_ids, attention_mask, token_type_ids, labels = (
+        t.to(device) for t in (input_ids, attention_mask, token_type_ids, labels))
 
     def loss_of():
         return model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
@@ -128,10 +144,18 @@ def eager_worker(args):
         model.zero_grad(set_to_none=True)
         return loss.item()
 
+    cuda = args.device.startswith("cuda")
+
+    def synchronize():
+        if cuda:
+            torch.cuda.synchronize(args.device)
+
     seconds, losses = [], []
     for _ in range(args.iters):
+        synchronize()
         start = time.perf_counter()
         losses.append(step())
+        synchronize()
         seconds.append(time.perf_counter() - start)
     if args.profile:
         # As the kit's bench: 3 more steps under the (legacy CPU) autograd profiler, after the timed ones.
@@ -145,9 +169,12 @@ def eager_worker(args):
             f.write("eager PyTorch, 3 steps; times are totals over the 3 steps\n")
             f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40))
     timed = seconds[1:]
+    environment = {"threads": torch.get_num_threads(), "torch": torch.__version__}
+    if cuda:
+        environment.update(device=args.device, device_name=torch.cuda.get_device_name(args.device))
     print(json.dumps({"models": [{"model": args.models, "seconds": seconds, "losses": losses, "torch": torch.__version__,
                                   "last_loss": losses[-1], "seconds_per_iteration": {"mean": statistics.mean(timed)}}],
-                      "environment": {"threads": torch.get_num_threads(), "torch": torch.__version__}}))
+                      "environment": environment}))
 
 
 def run_side(command):
@@ -178,11 +205,14 @@ def main():
     parser.add_argument("--build", default=os.path.join(REPO, "build"), help="the kit's build folder")
     parser.add_argument("--json", help="also write every round's figures to this file")
     parser.add_argument("--compile", action="store_true", help="also time eager under torch.compile (torch 2.x)")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N: both sides on that device")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     defaults = DEFAULTS[args.bench]
     if args.batch is None:
         args.batch = defaults["batch"]
+    if args.device != "cpu" and not re.fullmatch(r"cuda(:[0-9]+)?", args.device):
+        sys.exit("compare_eager: --device {}: expected cpu, cuda or cuda:N".format(args.device))
     if args.worker:
         return eager_worker(args)
     if args.models is None:
@@ -202,8 +232,15 @@ def main():
         sys.exit("compare_eager: {} not found: cmake --build {} --target {}".format(
             bench, args.build, os.path.basename(bench)))
 
+    if args.device != "cpu":
+        import torch  # the eager side's torch: it must see the GPU too, asked once before any round
+        if not torch.cuda.is_available():
+            sys.exit("compare_eager: --device {}: this Python's torch {} sees no GPU (torch.cuda.is_available() is "
+                     "false)".format(args.device, torch.__version__))
     common = ["--iters", str(args.iters), "--batch", str(args.batch), "--seq", str(args.seq),
               "--threads", str(args.threads), "--seed", str(args.seed)]
+    if args.device != "cpu":
+        common += ["--device", args.device]
     if args.dropout is not None:
         common += ["--dropout", str(args.dropout)]
     kit_only = ["--base_iters", str(args.iters)] if args.bench == "task1" else []
@@ -219,7 +256,8 @@ def main():
     }
     names = ["kit", "eager"] + (["compiled"] if args.compile else [])
     print("compare_eager: {} step, batch {} x seq {}, {} threads, {} steps per run (first discarded), {} rounds, "
-          "order alternating".format(args.bench, args.batch, args.seq, args.threads, args.iters, args.rounds))
+          "order alternating{}".format(args.bench, args.batch, args.seq, args.threads, args.iters, args.rounds,
+                                       "" if args.device == "cpu" else ", on " + args.device))
     record = {"settings": vars(args), "models": {}}
     for m in models:
         rounds = []
@@ -266,8 +304,9 @@ def main():
                 m, compiled_mean, tokens / compiled_mean, ", ".join("{:.3f}".format(x) for x in compiled_ratios),
                 statistics.median(compiled_ratios)))
         env = rounds[0]["environment"]
-        print("  runtime: {} | LibTorch {} | eager's torch {}".format(
-            env.get("blas", "?"), env.get("libtorch", "?"), rounds[0]["eager"].get("torch", "?")))
+        print("  runtime: {} | LibTorch {} | eager's torch {}{}".format(
+            env.get("blas", "?"), env.get("libtorch", "?"), rounds[0]["eager"].get("torch", "?"),
+            " | {} {}".format(env["device"]["device"], env["device"].get("name", "")) if "device" in env else ""))
         record["models"][m] = {"rounds": rounds, "median_ratio": statistics.median(ratios)}
     if args.json:
         tmp = args.json + ".tmp"

@@ -6,19 +6,25 @@
 #
 # DTLAB_TORCH=<folder>: the LibTorch inside a pip-installed torch 2.x: a Python venv
 # (scripts/setup.sh --torch 2.15.0 makes one in .torch/venv; any venv of yours works), or the
-# wheel's torch/ folder itself. PyPI's Linux wheels are CUDA builds. Two ways to link them:
-#   DTLAB_CUDA=OFF (default): the CPU half only, libtorch_cpu.so and libc10.so, as an imported
-#     target made here from the wheel's files. Nothing CUDA is needed to configure or compile; at
-#     run time libtorch_cpu.so loads libcudart.so.13 and libcupti.so.13, which the venv's nvidia
-#     wheels provide (the library's RPATH names them) or a CUDA toolkit does (its lib64 is added
-#     to the programs' RPATH when one is found). find_package(Torch) is not used: for a CUDA
-#     wheel it requires a CUDA toolkit with nvcc, and it links libtorch_cuda.so, whose cuFile,
-#     cuSPARSELt and NVSHMEM dependencies a CPU machine rarely has.
-#   DTLAB_CUDA=ON: find_package(Torch) on the wheel, the whole of it (torch_cuda, c10_cuda,
-#     ProcessGroupNCCL): needs a CUDA toolkit at configure time.
+# wheel's torch/ folder itself. Linked from the wheel's own files as imported targets made here,
+# with the compile definitions read from the target file the wheel ships. find_package(Torch) is
+# not used: on a CUDA wheel it demands a CUDA toolkit with nvcc (a GPU node's venv often has
+# none), and its find_library/find_dependency calls prefer a system LibTorch (Debian's) to the
+# wheel's own.
+#   DTLAB_CUDA=AUTO (default): the CUDA half too where the wheel has one (lib/libtorch_cuda.so;
+#     PyPI's Linux wheels do, the CPU wheels of download.pytorch.org do not).
+#   DTLAB_CUDA=ON: the CUDA half, an error without one. OFF: the CPU half only.
+# The CPU half is libtorch_cpu.so and libc10.so; nothing CUDA is needed to configure or compile
+# it; at run time libtorch_cpu.so loads libcudart.so.13 and libcupti.so.13, which the venv's
+# nvidia wheels provide (the library's RPATH names them) or a CUDA toolkit does (its lib64 is
+# added to the programs' RPATH when one is found). The CUDA half adds libtorch_cuda.so and
+# libc10_cuda.so (ProcessGroupNCCL, CUDA streams and allocator), compiled against the CUDA and
+# NCCL headers of the venv's nvidia wheels (site-packages/nvidia/*/include): still no toolkit.
+# Such a build runs on a machine without a GPU too: CUDA is then simply absent (the kit says so
+# at once where --backend nccl or a CUDA device is asked for).
 # LibTorch 2.x's headers need C++20 (2.15 stops C++17 with #error); 1.13's build as C++17.
 set(DTLAB_TORCH "system" CACHE STRING "LibTorch to build with: 'system' (find_package) or a venv / torch folder with torch 2.x")
-option(DTLAB_CUDA "With a pip torch: link its CUDA half (torch_cuda, NCCL) too" OFF)
+set(DTLAB_CUDA "AUTO" CACHE STRING "With a pip torch: link its CUDA half (torch_cuda, NCCL): AUTO (where the wheel has one), ON or OFF")
 
 # The torch/ folder of a venv (lib/pythonX.Y/site-packages/torch) or of a wheel.
 function(dtlab_torch_package_dir folder out)
@@ -55,13 +61,17 @@ function(dtlab_torch_include_dir torch_dir out)
   set(${out} "${shadow}" PARENT_SCOPE)
 endfunction()
 
-# The CPU half of a wheel as an imported target. Its compile definitions are the wheel's own,
-# read from the target file the wheel ships (USE_DISTRIBUTED, USE_C10D_GLOO, ...).
+# The wheel's halves as imported targets. Their compile definitions are the wheel's own, read from
+# the target file the wheel ships (USE_DISTRIBUTED, USE_C10D_GLOO, ...; USE_C10D_NCCL for CUDA).
+function(dtlab_torch_definitions text target out)
+  string(REGEX MATCH "set_target_properties\\(${target} PROPERTIES[ \n]*INTERFACE_COMPILE_DEFINITIONS \"([^\"]*)\"" _ "${text}")
+  set(${out} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+endfunction()
+
 function(dtlab_torch_cpu_target torch_dir)
   set(targets "${torch_dir}/share/cmake/Caffe2/Caffe2Targets.cmake")
   file(READ "${targets}" text)
-  string(REGEX MATCH "set_target_properties\\(torch_cpu PROPERTIES[ \n]*INTERFACE_COMPILE_DEFINITIONS \"([^\"]*)\"" _ "${text}")
-  set(definitions "${CMAKE_MATCH_1}")
+  dtlab_torch_definitions("${text}" torch_cpu definitions)
   if(NOT definitions)
     message(FATAL_ERROR "${targets}: found no compile definitions for torch_cpu")
   endif()
@@ -86,9 +96,42 @@ function(dtlab_torch_cpu_target torch_dir)
     endif()
   endforeach()
   set(DTLAB_TORCH_RPATH "${rpath}" PARENT_SCOPE)
+  set(DTLAB_TORCH_TARGETS_TEXT "${text}" PARENT_SCOPE)
   # DT_RPATH, not DT_RUNPATH: only DT_RPATH is searched for the libraries that libtorch_cpu.so
   # itself needs (libcudart.so.13, libcupti.so.13), where the fallback above matters.
   target_link_options(dtlab_torch INTERFACE -Wl,--disable-new-dtags)
+endfunction()
+
+# The CUDA half: libtorch_cuda.so and libc10_cuda.so, linked even where the kit calls nothing in
+# them (--no-as-needed, as the wheel's own torch_cuda_library does): loading libtorch_cuda.so is
+# what registers CUDA with LibTorch. The headers of CUDA and NCCL come from the venv's nvidia
+# wheels, which the wheel's libraries also load at run time (their RPATH names those folders).
+function(dtlab_torch_cuda_headers torch_dir out)
+  get_filename_component(site_packages "${torch_dir}/.." ABSOLUTE)
+  file(GLOB includes LIST_DIRECTORIES true "${site_packages}/nvidia/*/include")
+  set(${out} "" PARENT_SCOPE)
+  foreach(dir IN LISTS includes)
+    if(EXISTS "${dir}/cuda_runtime_api.h")
+      set(${out} "${includes}" PARENT_SCOPE)
+    endif()
+  endforeach()
+endfunction()
+
+function(dtlab_torch_cuda_target torch_dir targets_text cuda_includes)
+  dtlab_torch_definitions("${targets_text}" torch_cuda definitions)
+  get_filename_component(site_packages "${torch_dir}/.." ABSOLUTE)
+  add_library(dtlab_torch_cuda SHARED IMPORTED GLOBAL)
+  set_target_properties(dtlab_torch_cuda PROPERTIES IMPORTED_LOCATION "${torch_dir}/lib/libtorch_cuda.so"
+    INTERFACE_COMPILE_DEFINITIONS "${definitions}")
+  add_library(dtlab_c10_cuda SHARED IMPORTED GLOBAL)
+  set_target_properties(dtlab_c10_cuda PROPERTIES IMPORTED_LOCATION "${torch_dir}/lib/libc10_cuda.so")
+  target_include_directories(dtlab_torch SYSTEM INTERFACE ${cuda_includes})
+  target_link_libraries(dtlab_torch INTERFACE "-Wl,--no-as-needed" dtlab_torch_cuda dtlab_c10_cuda "-Wl,--as-needed")
+  # The linker looks for libtorch_cuda.so's own needs (libnccl, libcudnn, libcufile, ...) to
+  # check the link; -rpath-link names the folders where the wheel's RPATH finds them at run time.
+  file(GLOB cuda_libs LIST_DIRECTORIES true "${site_packages}/nvidia/*/lib")
+  list(JOIN cuda_libs ":" rpath_link)
+  target_link_options(dtlab_torch INTERFACE "-Wl,-rpath-link,${torch_dir}/lib:${rpath_link}")
 endfunction()
 
 # Finds the LibTorch, defines dtlab_torch and sets, for the caller: DTLAB_TORCH_VERSION,
@@ -106,15 +149,32 @@ macro(dtlab_find_torch)
     dtlab_torch_package_dir("${DTLAB_TORCH}" DTLAB_TORCH_DIR)
     include("${DTLAB_TORCH_DIR}/share/cmake/Torch/TorchConfigVersion.cmake")
     set(DTLAB_TORCH_VERSION "${PACKAGE_VERSION}")
-    if(DTLAB_CUDA)
-      set(Torch_DIR "${DTLAB_TORCH_DIR}/share/cmake/Torch")
-      find_package(Torch REQUIRED CONFIG)
-      target_link_libraries(dtlab_torch INTERFACE ${TORCH_LIBRARIES})
-      set(DTLAB_TORCH_KIND "pip wheel, CPU and CUDA")
-      set(DTLAB_TORCH_RPATH "${DTLAB_TORCH_DIR}/lib")
+    dtlab_torch_cpu_target("${DTLAB_TORCH_DIR}")
+    set(DTLAB_TORCH_KIND "pip wheel, CPU half")
+    if(NOT DTLAB_CUDA MATCHES "^(AUTO|ON|OFF)$")
+      message(FATAL_ERROR "DTLAB_CUDA=${DTLAB_CUDA}: use AUTO, ON or OFF")
+    endif()
+    set(_no_cuda_why "")
+    if(NOT EXISTS "${DTLAB_TORCH_DIR}/lib/libtorch_cuda.so")
+      set(_no_cuda_why "a CPU-only torch (no lib/libtorch_cuda.so)")
     else()
-      dtlab_torch_cpu_target("${DTLAB_TORCH_DIR}")
-      set(DTLAB_TORCH_KIND "pip wheel, CPU half")
+      dtlab_torch_cuda_headers("${DTLAB_TORCH_DIR}" _cuda_includes)
+      if(NOT _cuda_includes)
+        set(_no_cuda_why "a CUDA wheel without its nvidia packages beside it (no nvidia/*/include/"
+                         "cuda_runtime_api.h: installed with --no-deps, or an unpacked wheel)")
+      endif()
+    endif()
+    if(DTLAB_CUDA STREQUAL "OFF")
+      set(_no_cuda_why "DTLAB_CUDA=OFF")
+    elseif(DTLAB_CUDA STREQUAL "ON" AND _no_cuda_why)
+      message(FATAL_ERROR "DTLAB_CUDA=ON: ${DTLAB_TORCH_DIR} is ${_no_cuda_why}. Install torch with its "
+                          "dependencies (pip install torch), or configure with DTLAB_CUDA=AUTO or OFF")
+    endif()
+    if(_no_cuda_why)
+      message(STATUS "dtlab: the CPU half of this torch only: ${_no_cuda_why}")
+    else()
+      dtlab_torch_cuda_target("${DTLAB_TORCH_DIR}" "${DTLAB_TORCH_TARGETS_TEXT}" "${_cuda_includes}")
+      set(DTLAB_TORCH_KIND "pip wheel, CPU and CUDA")
     endif()
   endif()
   if(DTLAB_TORCH_VERSION VERSION_LESS 2.0)
@@ -124,7 +184,7 @@ macro(dtlab_find_torch)
   endif()
   # The backends: the compile definitions that every target linking dtlab_torch receives.
   set(_defs "")
-  foreach(t torch torch_cpu torch_cuda dtlab_torch_cpu)
+  foreach(t torch torch_cpu torch_cuda dtlab_torch_cpu dtlab_torch_cuda)
     if(TARGET ${t})
       get_target_property(d ${t} INTERFACE_COMPILE_DEFINITIONS)
       if(d)
@@ -141,21 +201,30 @@ macro(dtlab_find_torch)
   if("USE_C10D_NCCL" IN_LIST _defs)
     set(DTLAB_HAVE_NCCL yes)
   endif()
-  if(TARGET torch_cuda OR TARGET c10_cuda)
+  if(TARGET torch_cuda OR TARGET c10_cuda OR TARGET dtlab_torch_cuda)
     set(DTLAB_HAVE_CUDA yes)
   endif()
   if(DTLAB_TORCH_RPATH)
     set(CMAKE_BUILD_RPATH "${DTLAB_TORCH_RPATH}")
   endif()
-  # GCC 12 under C++20 (std::string constexpr) warns -Wstringop-overflow inside
-  # basic_string::_M_replace for `"literal" + std::string(...)`, with a bound no code can reach:
-  # a false positive of its inliner, which moves with the unity batches. Off for that pair only.
+  # GCC 12 under C++20 (std::string constexpr) warns -Wstringop-overflow and -Warray-bounds
+  # ("pointer overflow between offset [2, ...]") inside basic_string::_M_replace and char_traits'
+  # memcpy for `"literal" + std::string(...)`, with bounds no code can reach: false positives of
+  # its inliner (GCC bugs 105329, 105651), which move with the unity batches. Off for that pair
+  # only; GCC 13 and C++17 builds keep them.
   if(CMAKE_CXX_STANDARD EQUAL 20 AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-    target_compile_options(dtlab_torch INTERFACE -Wno-stringop-overflow)
+    target_compile_options(dtlab_torch INTERFACE -Wno-stringop-overflow -Wno-array-bounds)
   endif()
   # What the kit prints and records (results.json's provenance) about the LibTorch it runs on.
+  # DTLAB_HAVE_CUDA: what the build linked (a test checks that CUDA is then registered at run time).
+  if(DTLAB_HAVE_CUDA)
+    set(_have_cuda 1)
+  else()
+    set(_have_cuda 0)
+  endif()
   target_compile_definitions(dtlab_torch INTERFACE
-    "DTLAB_TORCH_DESCRIPTION=\"LibTorch ${DTLAB_TORCH_VERSION} (${DTLAB_TORCH_KIND}), C++${CMAKE_CXX_STANDARD}\"")
+    "DTLAB_TORCH_DESCRIPTION=\"LibTorch ${DTLAB_TORCH_VERSION} (${DTLAB_TORCH_KIND}), C++${CMAKE_CXX_STANDARD}\""
+    "DTLAB_HAVE_CUDA=${_have_cuda}")
   message(STATUS "dtlab: LibTorch ${DTLAB_TORCH_VERSION} (${DTLAB_TORCH_KIND}) from ${DTLAB_TORCH_DIR}")
   message(STATUS "dtlab: C++${CMAKE_CXX_STANDARD}; c10d backends: gloo=${DTLAB_HAVE_GLOO} nccl=${DTLAB_HAVE_NCCL}; cuda=${DTLAB_HAVE_CUDA}")
 endmacro()

@@ -9,6 +9,7 @@
 
 #include "checks.h"
 #include "commands.h"
+#include "dtlab/core/device.h"
 #include "dtlab/core/error.h"
 #include "folder_lock.h"
 #include "gradescope.h"
@@ -40,6 +41,9 @@ int check_command(const CheckFlags& f) {
   options.collective_timeout = f.timeout;
   options.run_timeout = f.run_timeout;
   options.threads = f.threads;
+  options.backend = f.backend;
+  // No GPU, or a build without CUDA: one line now, not a failed run per check later.
+  if (f.backend == "nccl") require_cuda(cuda_availability(), "--backend nccl", "grade with --backend gloo here");
   options.binaries[kReference] = kBuildDir / "grader" / "dtlab-reference";
   options.binaries[kReferenceGpt2] = kBuildDir / "tools" / "dtlab-gpt2";
 
@@ -80,7 +84,7 @@ int check_command(const CheckFlags& f) {
     submission = "binaries given with --use-binary";
   }
 
-  const nlohmann::json provenance = collect_provenance(kSourceDir, submission);
+  const nlohmann::json provenance = collect_provenance(kSourceDir, submission, f.backend);
   fmt::print("grader: checking {} of {} (results in {})\n", fmt::join(exercises, ", "), submission,
              options.results_dir.string());
   std::fflush(stdout);

@@ -17,6 +17,7 @@ struct CheckFlags {
   int timing_iterations = 40;  // docs/DESIGN.md: 40 iterations, the first discarded
   double timeout = 30, run_timeout = 300;
   int threads = 0;
+  std::string backend = "gloo";  // --backend of every rank: gloo, or nccl (a GPU per rank)
 };
 
 struct RunFlags {

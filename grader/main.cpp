@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
     check_cmd->add_option("--run-timeout", cf.run_timeout, "Seconds a run may take before its ranks are killed")
         ->capture_default_str()->check(CLI::PositiveNumber);
     check_cmd->add_option("--threads", cf.threads, "Threads per rank (0: the kit's default)")->capture_default_str();
+    check_cmd->add_option("--backend", cf.backend, "Collective backend of the ranks: gloo (CPU) or nccl (a GPU per rank)")
+        ->capture_default_str()->check(CLI::IsMember({"gloo", "nccl"}));
 
     RunFlags rf;
     auto* run_cmd = app.add_subcommand("run", "Launch an exercise's ranks (here or over ssh) with per-rank logs");

@@ -31,7 +31,8 @@ std::string cpu_model() {
 
 }  // namespace
 
-nlohmann::json collect_provenance(const std::filesystem::path& source_dir, const std::string& submission) {
+nlohmann::json collect_provenance(const std::filesystem::path& source_dir, const std::string& submission,
+                                  const std::string& backend) {
   std::string commit = "unknown";
   bool dirty = false;
   try {
@@ -48,7 +49,7 @@ nlohmann::json collect_provenance(const std::filesystem::path& source_dir, const
   char date[32] = {0};
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return {{"commit", commit}, {"dirty", dirty}, {"libtorch", TORCH_VERSION}, {"backend", "gloo"},
+  return {{"commit", commit}, {"dirty", dirty}, {"libtorch", TORCH_VERSION}, {"backend", backend},
           {"hostname", train::host_name()}, {"cpu", cpu_model()},
           {"cores", static_cast<int>(std::thread::hardware_concurrency())}, {"date", date}, {"seed", 42},
           {"submission", submission}};

@@ -11,6 +11,7 @@ namespace dtlab::grader {
 
 // {"commit", "dirty", "libtorch", "backend", "hostname", "cpu", "cores", "date", "seed",
 //  "submission"}; the commit is `git describe` of source_dir ("unknown" outside a git tree).
-nlohmann::json collect_provenance(const std::filesystem::path& source_dir, const std::string& submission);
+nlohmann::json collect_provenance(const std::filesystem::path& source_dir, const std::string& submission,
+                                  const std::string& backend);
 
 }  // namespace dtlab::grader

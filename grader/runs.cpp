@@ -65,7 +65,7 @@ const Run& Runner::run(const RunRequest& request) {
   if (distributed) {
     spec.args.insert(spec.args.end(), {"--master_ip", "{master}", "--master_port", "{port}", "--world_size",
                                        "{world}", "--local_rank", "{rank}", "--timeout",
-                                       fmt::format("{:g}", o.collective_timeout)});
+                                       fmt::format("{:g}", o.collective_timeout), "--backend", o.backend});
     if (checks_collectives(request.purpose)) spec.args.push_back("--distributed_debug");
   }
   if (request.dump) {

@@ -26,6 +26,7 @@ struct GradeOptions {
   double collective_timeout = 30;     // --timeout of every rank
   double run_timeout = 300;           // a whole run, then its ranks are killed
   int threads = 0;                    // --threads of every rank (0: the kit's default)
+  std::string backend = "gloo";       // --backend of every rank of a distributed run
 };
 
 // One run of the checks: BERT on the RTE fixture or GPT-2 on the translation fixture (by the

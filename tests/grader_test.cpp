@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "dtlab/core/device.h"
 #include "dtlab/tooling/process.h"
 #include "dtlab/io/file.h"
 #include "dtlab/io/json_file.h"
@@ -76,6 +77,20 @@ TEST(Grader, AnUnknownExerciseIsAUsageErrorNamingTheChoices) {
   const ProcessResult r = grade({"check", "task9"}, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("no exercise 'task9'"), std::string::npos) << r.output;
+}
+
+// `grader check --backend nccl` where no GPU can run it (no CUDA in this build, or none visible)
+// says so in one line before any run, instead of failing every check after a timeout.
+TEST(Grader, NcclWithoutAGpuIsAUsageErrorBeforeAnyRun) {
+  if (dtlab::why_no_cuda(dtlab::cuda_availability()).empty()) GTEST_SKIP() << "this machine has a GPU";
+  const std::filesystem::path results = dtlab::test::fresh_temp_dir("grader-nccl");
+  const auto start = std::chrono::steady_clock::now();
+  const ProcessResult r = grade({"check", "task2b", "--solutions", "--backend", "nccl", "--results", results.string()}, 60);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--backend nccl needs a CUDA GPU"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--backend gloo"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(results / "runs")) << "no rank was started";
 }
 
 // Task 4's measurement reads the machine-wide loopback counters, so it is graded in task4_test,

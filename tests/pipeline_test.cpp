@@ -30,6 +30,7 @@
 #include "dtlab/pipeline/schedule.h"
 #include "dtlab/pipeline/timeline.h"
 #include "dtlab/pipeline/workers.h"
+#include "fill_drain.h"
 #include "test_util.h"
 
 // One namespace for the whole file: unit suites are compiled in groups (Note [Unity builds]),
@@ -48,16 +49,7 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// GPipe's fill-drain schedule, the test's own: tick k runs every (i, j) with i + j = k.
-Schedule fill_drain(int m, int n) {
-  Schedule s(static_cast<size_t>(m + n - 1));
-  for (int k = 0; k < m + n - 1; ++k) {
-    for (int i = 0; i < m; ++i) {
-      if (k - i >= 0 && k - i < n) s[k].push_back({i, k - i});
-    }
-  }
-  return s;
-}
+using dtlab::test::fill_drain;
 
 // The students' compute loop, forward: inputs[i] is micro-batch i's input to stage 0; returns
 // the last stage's outputs.
@@ -809,6 +801,36 @@ TEST(PipelineGpt2, TwoStagesThreeMicroBatchesGiveTheModelsLogitsAndGradients) {
     ASSERT_TRUE(p.value().grad().defined()) << p.key();
     EXPECT_LT((p.value().grad() - expected_grads[p.key()]).abs().max().item<double>(), 1e-10) << p.key();
   }
+}
+
+// Note [A tied weight on two devices] (model/gpt2.cpp): placing GPT-2's layers on their stages'
+// devices leaves ONE embedding weight, used by the first and the last stage, and the model's
+// parameters unchanged; on the CPU nothing moves. The gradient that weight then gets from two
+// stage threads is the single-device one (the test above, where two workers stand in for two
+// devices).
+TEST(PipelineGpt2, PlacingTheLayersKeepsOneTiedWeightForTheFirstAndLastStage) {
+  dtlab::model::Gpt2Config config = tiny_gpt2_config();
+  torch::manual_seed(5);
+  dtlab::model::Gpt2LMHeadModel model(config);
+  ASSERT_TRUE(config.tie_word_embeddings);
+  std::vector<const void*> before;
+  for (const auto& p : model->parameters()) before.push_back(p.unsafeGetTensorImpl());
+  const std::vector<int> devices = dtlab::pipeline::gpt2_layer_devices(model, 2);
+  dtlab::pipeline::place_layers(model, devices);
+  std::vector<const void*> after;
+  for (const auto& p : model->parameters()) after.push_back(p.unsafeGetTensorImpl());
+  EXPECT_EQ(after, before) << "the same parameters, none added, none replaced";
+  const auto first = model->stage_parameters(0), last = model->stage_parameters(model->num_stages() - 1);
+  auto impl_of = [](const auto& named, const std::string& key) -> const void* {
+    for (const auto& [name, p] : named) {
+      if (name == key) return p.unsafeGetTensorImpl();
+    }
+    return nullptr;
+  };
+  ASSERT_NE(impl_of(first, "transformer.wte.weight"), nullptr);
+  EXPECT_EQ(impl_of(first, "transformer.wte.weight"), impl_of(last, "transformer.wte.weight"));
+  for (const auto& p : model->parameters()) EXPECT_TRUE(p.device().is_cpu());
+  EXPECT_THROW_WITH(dtlab::pipeline::place_layers(model, {0, 1}), dtlab::Error, "2 devices for GPT-2's");
 }
 
 // --balance and --stages must agree (a balance of 2 stages under --stages 3

@@ -75,6 +75,32 @@ void require_rank(const Group::State& s, int peer, const std::string& op, const 
   }
 }
 
+// Note [CPU tensors on NCCL]: NCCL moves GPU memory only. The kit's own small exchanges (loss
+// totals, evaluation counts, partition sizes, the desync check) make CPU tensors, so a blocking
+// operation of an NCCL group carries a CPU tensor to this rank's GPU and its result back; an
+// async one (DDP's buckets, a pipeline's send/recv) must be given tensors on the group's device
+// already, since nothing would copy its result back. Gloo takes tensors where they are.
+torch::Tensor to_backend(const Group::State& s, const torch::Tensor& t, const std::string& op) {
+  if (!t.defined() || s.device.is_cpu() || t.device() == s.device) return t;
+  if (!t.device().is_cpu()) {
+    throw Error(op + ": the tensor is on " + t.device().str() + ", but this rank's " + s.backend + " group works on " +
+                s.device.str() + " (Group::device())");
+  }
+  return t.to(s.device);
+}
+
+void require_on_backend(const Group::State& s, const torch::Tensor& t, const std::string& op) {
+  if (t.defined() && !s.device.is_cpu() && t.device() != s.device) {
+    throw Error(op + ": the tensor is on " + t.device().str() + ", but this rank's " + s.backend + " group works on " +
+                s.device.str() + ": an asynchronous operation takes tensors there (Group::device())");
+  }
+}
+
+// The result of a staged operation back into the caller's tensor.
+void from_backend(torch::Tensor& original, const torch::Tensor& staged) {
+  if (!staged.is_same(original)) original.copy_(staged);
+}
+
 // "all_reduce #12 (gradients)": how this rank names an operation in its errors.
 std::string name_of(const CommRecord& r) {
   return r.op + " #" + std::to_string(r.sequence) + (r.tag.empty() ? "" : " (" + r.tag + ")");
@@ -111,9 +137,11 @@ void check_same_operation(Group::State& s, const CommRecord& record) {
     std::memcpy(t.data_ptr<int64_t>(), mine.data(), std::min<size_t>(mine.size(), kWords * 8 - 1));
     return t;
   };
-  std::vector<at::Tensor> input{pack()};
+  std::vector<at::Tensor> input{pack().to(s.device)};
   std::vector<std::vector<at::Tensor>> output(1);
-  for (int r = 0; r < s.size; ++r) output[0].push_back(torch::zeros({kWords}, torch::kInt64));
+  for (int r = 0; r < s.size; ++r) {
+    output[0].push_back(torch::zeros({kWords}, torch::TensorOptions(torch::kInt64).device(s.device)));
+  }
   try {
     c10d::AllgatherOptions options;
     options.timeout = s.timeout;
@@ -125,7 +153,8 @@ void check_same_operation(Group::State& s, const CommRecord& record) {
   }
   std::vector<std::string> theirs;
   bool agree = true;
-  for (const at::Tensor& t : output[0]) {
+  for (const at::Tensor& gathered : output[0]) {
+    const at::Tensor t = gathered.cpu();
     const char* bytes = reinterpret_cast<const char*>(t.data_ptr<int64_t>());
     theirs.emplace_back(bytes, strnlen(bytes, kWords * 8));
     agree &= theirs.back() == theirs.front();
@@ -210,6 +239,7 @@ std::chrono::milliseconds Group::timeout() const { return state_->timeout; }
 int Group::local_world_size() const { return state_->local_world_size; }
 int Group::local_rank() const { return state_->local_rank; }
 int Group::ranks_on_this_machine() const { return state_->ranks_on_this_machine; }
+torch::Device Group::device() const { return state_->device; }
 CommLog& Group::log() { return state_->log; }
 void Group::note_step(int64_t step) {
   if (state_->heartbeat) state_->heartbeat->at_step(step);
@@ -219,19 +249,22 @@ bool Group::checks_collectives() const { return state_->check_collectives; }
 
 void Group::all_reduce(torch::Tensor& tensor, ReduceOp op, const std::string& tag) {
   require_contiguous(tensor, "all_reduce");
+  torch::Tensor staged = to_backend(*state_, tensor, "all_reduce");
   const std::chrono::milliseconds timeout = state_->timeout;
   start(*state_, describe("all_reduce", tensor, tag), [&](C10dBackend& pg) {
-    std::vector<at::Tensor> tensors{tensor};
+    std::vector<at::Tensor> tensors{staged};
     c10d::AllreduceOptions options;
     options.reduceOp = c10d_op(op);
     options.timeout = timeout;
     return pg.allreduce(tensors, options);
   }).wait();
-  if (op == ReduceOp::AVG_BY_DIVISION) tensor.div_(state_->size);
+  if (op == ReduceOp::AVG_BY_DIVISION) staged.div_(state_->size);
+  from_backend(tensor, staged);
 }
 
 PendingWork Group::all_reduce_async(torch::Tensor& tensor, const std::string& tag) {
   require_contiguous(tensor, "all_reduce");
+  require_on_backend(*state_, tensor, "all_reduce");
   const std::chrono::milliseconds timeout = state_->timeout;
   return start(*state_, describe("all_reduce", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
@@ -250,20 +283,24 @@ void Group::gather(const torch::Tensor& tensor, std::vector<torch::Tensor>* gath
     throw Error("gather: give a gather_list on the destination rank only (rank " +
                 std::to_string(rank()) + ", destination " + std::to_string(dst) + ")");
   }
+  const torch::Tensor staged = to_backend(*state_, tensor, "gather");
   std::vector<std::vector<at::Tensor>> outputs;
   if (gather_list) {
     gather_list->clear();
-    for (int r = 0; r < size(); ++r) gather_list->push_back(torch::empty_like(tensor));
+    for (int r = 0; r < size(); ++r) gather_list->push_back(torch::empty_like(staged));
     outputs.push_back(*gather_list);
   }
   const std::chrono::milliseconds timeout = state_->timeout;
   start(*state_, describe("gather", tensor, tag), [&](C10dBackend& pg) {
-    std::vector<at::Tensor> inputs{tensor};
+    std::vector<at::Tensor> inputs{staged};
     c10d::GatherOptions options;
     options.rootRank = dst;
     options.timeout = timeout;
     return pg.gather(outputs, inputs, options);
   }).wait();
+  if (gather_list) {
+    for (auto& t : *gather_list) t = t.to(tensor.device());
+  }
 }
 
 void Group::scatter(torch::Tensor& tensor, const std::vector<torch::Tensor>* scatter_list, int src,
@@ -281,43 +318,49 @@ void Group::scatter(torch::Tensor& tensor, const std::vector<torch::Tensor>* sca
   std::vector<std::vector<at::Tensor>> inputs;
   if (scatter_list) {
     std::vector<at::Tensor> list;
-    for (const auto& t : *scatter_list) list.push_back(t.contiguous());
+    for (const auto& t : *scatter_list) list.push_back(to_backend(*state_, t.contiguous(), "scatter"));
     inputs.push_back(list);
   }
+  torch::Tensor staged = to_backend(*state_, tensor, "scatter");
   const std::chrono::milliseconds timeout = state_->timeout;
   start(*state_, describe("scatter", tensor, tag), [&](C10dBackend& pg) {
-    std::vector<at::Tensor> outputs{tensor};
+    std::vector<at::Tensor> outputs{staged};
     c10d::ScatterOptions options;
     options.rootRank = src;
     options.timeout = timeout;
     return pg.scatter(outputs, inputs, options);
   }).wait();
+  from_backend(tensor, staged);
 }
 
 void Group::broadcast(torch::Tensor& tensor, int src, const std::string& tag) {
   require_contiguous(tensor, "broadcast");
   require_rank(*state_, src, "broadcast", "source");
+  torch::Tensor staged = to_backend(*state_, tensor, "broadcast");
   const std::chrono::milliseconds timeout = state_->timeout;
   start(*state_, describe("broadcast", tensor, tag), [&](C10dBackend& pg) {
-    std::vector<at::Tensor> tensors{tensor};
+    std::vector<at::Tensor> tensors{staged};
     c10d::BroadcastOptions options;
     options.rootRank = src;
     options.timeout = timeout;
     return pg.broadcast(tensors, options);
   }).wait();
+  from_backend(tensor, staged);
 }
 
 std::vector<torch::Tensor> Group::all_gather(const torch::Tensor& tensor, const std::string& tag) {
   require_contiguous(tensor, "all_gather");
+  const torch::Tensor staged = to_backend(*state_, tensor, "all_gather");
   std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int r = 0; r < size(); ++r) outputs[0].push_back(torch::empty_like(tensor));
+  for (int r = 0; r < size(); ++r) outputs[0].push_back(torch::empty_like(staged));
   const std::chrono::milliseconds timeout = state_->timeout;
   start(*state_, describe("all_gather", tensor, tag), [&](C10dBackend& pg) {
-    std::vector<at::Tensor> inputs{tensor};
+    std::vector<at::Tensor> inputs{staged};
     c10d::AllgatherOptions options;
     options.timeout = timeout;
     return pg.allgather(outputs, inputs, options);
   }).wait();
+  for (auto& t : outputs[0]) t = t.to(tensor.device());
   return outputs[0];
 }
 
@@ -336,17 +379,19 @@ void Group::reduce_scatter(torch::Tensor& output, const std::vector<torch::Tenso
     if (!t.sizes().equals(output.sizes()) || t.scalar_type() != output.scalar_type()) {
       throw Error("reduce_scatter: every input must have the output's shape and dtype");
     }
-    lists[0].push_back(t.contiguous());
+    lists[0].push_back(to_backend(*state_, t.contiguous(), "reduce_scatter"));
   }
   const std::chrono::milliseconds timeout = state_->timeout;
   if (backend() == "nccl") {
+    torch::Tensor staged = to_backend(*state_, output, "reduce_scatter");
     start(*state_, describe("reduce_scatter", output, tag), [&](C10dBackend& pg) {
-      std::vector<at::Tensor> outputs{output};
+      std::vector<at::Tensor> outputs{staged};
       c10d::ReduceScatterOptions options;
       options.reduceOp = c10d::ReduceOp::SUM;
       options.timeout = timeout;
       return pg.reduce_scatter(outputs, lists, options);
     }).wait();
+    from_backend(output, staged);
   } else {
     // Gloo in LibTorch 1.13 has no reduce_scatter: the same result as a reduction of the
     // concatenated inputs, of which this rank keeps its own part (recorded as what it is).
@@ -377,6 +422,7 @@ PendingWork Group::send_async(const torch::Tensor& tensor, int dst, const std::s
   require_contiguous(tensor, "send");
   require_rank(*state_, dst, "send", "destination");
   if (dst == rank()) throw Error("send: rank " + std::to_string(dst) + " cannot send to itself");
+  require_on_backend(*state_, tensor, "send");
   return start(*state_, describe("send", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     return pg.send(tensors, dst, /*tag=*/0);
@@ -387,6 +433,7 @@ PendingWork Group::recv_async(torch::Tensor& tensor, int src, const std::string&
   require_contiguous(tensor, "recv");
   require_rank(*state_, src, "recv", "source");
   if (src == rank()) throw Error("recv: rank " + std::to_string(src) + " cannot receive from itself");
+  require_on_backend(*state_, tensor, "recv");
   return start(*state_, describe("recv", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     return pg.recv(tensors, src, /*tag=*/0);
@@ -394,11 +441,15 @@ PendingWork Group::recv_async(torch::Tensor& tensor, int src, const std::string&
 }
 
 void Group::send(const torch::Tensor& tensor, int dst, const std::string& tag) {
-  send_async(tensor, dst, tag).wait();
+  require_contiguous(tensor, "send");
+  send_async(to_backend(*state_, tensor, "send"), dst, tag).wait();
 }
 
 void Group::recv(torch::Tensor& tensor, int src, const std::string& tag) {
-  recv_async(tensor, src, tag).wait();
+  require_contiguous(tensor, "recv");
+  torch::Tensor staged = to_backend(*state_, tensor, "recv");
+  recv_async(staged, src, tag).wait();
+  from_backend(tensor, staged);
 }
 
 std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<C10dBackend> pg, int rank,

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "dtlab/core/device.h"
 #include "dtlab/dist/detail/c10d.h"
 #include "dtlab/dist/detail/heartbeat.h"
 #include "dtlab/dist/group.h"
@@ -222,14 +223,30 @@ Locality rendezvous(const c10::intrusive_ptr<c10d::Store>& handle, const Setting
   return here;
 }
 
-// The c10d process group of the chosen backend, over the store.
+// Note [NCCL's errors]: by default ProcessGroupNCCL's watchdog thread ends the whole process
+// when a collective outlives its timeout (TORCH_NCCL_ASYNC_ERROR_HANDLING=3 in 2.x), with c10's
+// message and no word of which operation or rank. With 0, a timed-out or failed operation is
+// reported where the kit waits for it (Work::wait with the run's timeout), which turns it into
+// a DistError naming this rank, the operation and the rank that stopped, as with Gloo. A value
+// the user set is kept.
+void report_nccl_errors_where_waited() {
+  setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0", /*overwrite=*/0);
+  setenv("NCCL_ASYNC_ERROR_HANDLING", "0", /*overwrite=*/0);  // its name before 2.2
+}
+
+// The c10d process group of the chosen backend, over the store. device: this rank's
+// (Note [Devices]); NCCL's communicators bind to the current device.
 c10::intrusive_ptr<C10dBackend> connect_backend(const c10::intrusive_ptr<c10d::Store>& store,
-                                                       const Settings& s, const std::string& address) {
+                                                const Settings& s, const std::string& address,
+                                                const torch::Device& device) {
   try {
     if (s.backend == "nccl") {
 #ifdef USE_C10D_NCCL
-      return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, s.rank, s.world_size,
-                                                         c10d::ProcessGroupNCCL::Options::create());
+      report_nccl_errors_where_waited();
+      use_device(device);
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = s.timeout;
+      return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, s.rank, s.world_size, options);
 #else
       throw DistError("--backend nccl: this LibTorch (" TORCH_VERSION ") was built without NCCL; "
                       "use --backend gloo, or build dtlab against a CUDA LibTorch (CMAKE_PREFIX_PATH)");
@@ -285,9 +302,12 @@ std::unique_ptr<Group> init_process_group(const Settings& s) {
   if (s.world_size > 1) probe_store(store, s);
   const Locality here = rendezvous(store, s, address);
   std::unique_ptr<detail::Heartbeat> heartbeat = s.world_size > 1 ? start_heartbeat(s) : nullptr;
+  const int local_rank = s.local_rank.value_or(here.local_rank);
+  const torch::Device device = rank_device(s.backend, s.rank, local_rank, cuda_availability());
   std::unique_ptr<Group> group =
-      wrap_process_group(connect_backend(store, s, address), s.rank, s.world_size, s.timeout, s.backend,
-                         s.local_rank.value_or(here.local_rank), here.local_world_size, here.ranks_on_this_machine);
+      wrap_process_group(connect_backend(store, s, address, device), s.rank, s.world_size, s.timeout, s.backend,
+                         local_rank, here.local_world_size, here.ranks_on_this_machine);
+  group->state().device = device;
   if (heartbeat) attach_heartbeat(*group, store, std::move(heartbeat));
   group->check_collectives(s.check_collectives);
   return group;

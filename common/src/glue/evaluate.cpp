@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "dtlab/core/device.h"
+
 namespace dtlab::glue {
 
 train::EvalResult evaluate(model::BertForSequenceClassification& model, const data::Features& features,
@@ -16,13 +18,14 @@ train::EvalResult evaluate(model::BertForSequenceClassification& model, const da
   double loss_sum = 0;
   int64_t correct = 0;
   const int64_t n = features.size();
+  const torch::Device device = device_of(*model);
+  auto rows = [&](const torch::Tensor& t, int64_t start, int64_t end) { return t.slice(0, start, end).to(device); };
   for (int64_t start = 0; start < n; start += batch_size) {
     const int64_t end = std::min(n, start + batch_size);
-    const torch::Tensor labels = features.labels.slice(0, start, end);
+    const torch::Tensor labels = rows(features.labels, start, end);
     const model::ClassifierOutput out =
-        model->forward(features.input_ids.slice(0, start, end),
-                       features.attention_mask.slice(0, start, end),
-                       features.token_type_ids.slice(0, start, end), labels);
+        model->forward(rows(features.input_ids, start, end), rows(features.attention_mask, start, end),
+                       rows(features.token_type_ids, start, end), labels);
     loss_sum += out.loss.item<double>() * double(end - start);
     correct += out.logits.argmax(-1).eq(labels).sum().item<int64_t>();
   }

@@ -102,6 +102,7 @@ std::unique_ptr<train::GradientSync> build_model(const GlueOptions& o, const Glu
                                   : model::from_pretrained(o.model_name_or_path, overrides, &report);
   if (!state.model) throw Error(ex.name + ": load_model returned no model");
   state.module = state.model.ptr();
+  state.module->to(run.device);  // before the synchronisation sees the parameters (DDP's buckets)
   state.loss = classification_loss(state.model);
   std::unique_ptr<train::GradientSync> sync =
       ex.data_parallel ? ex.data_parallel->synchronise(state.module, *run.group, o) : train::no_sync();

@@ -3,6 +3,7 @@
 
 #include <torch/utils.h>
 
+#include "dtlab/core/device.h"
 #include "dtlab/lm/dataset.h"
 #include "dtlab/lm/loss.h"
 
@@ -63,7 +64,7 @@ TokenLoss validation_loss(model::Gpt2LMHeadModel& model, const data::LmExamples&
   TokenLoss total;
   for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(batch_size)) {
     const size_t end = std::min(rows.size(), begin + static_cast<size_t>(batch_size));
-    const data::Batch b = dataset.batch({rows.begin() + begin, rows.begin() + end});
+    const data::Batch b = dataset.batch({rows.begin() + begin, rows.begin() + end}).to(device_of(*model));
     const double tokens = b.label_weights.sum().item<double>();
     const torch::Tensor logits = model->forward(b.input_ids).logits;
     total.sum += weighted_token_loss(logits, b.labels, b.label_weights).item<double>() * tokens;

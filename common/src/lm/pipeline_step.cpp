@@ -47,7 +47,8 @@ train::StepFunction pipeline_step(const PipelinedModel& pipe, PipelineStats& sta
     // The loss's own graph starts at the logits: its backward gives d loss / d logits, which the
     // pipe carries back through the stages.
     const torch::Tensor leaf = logits.detach().requires_grad_(true);
-    const torch::Tensor loss = weighted_token_loss(leaf, b.labels, b.label_weights);
+    const torch::Tensor loss =  // on the last stage's device, where the logits come out
+        weighted_token_loss(leaf, b.labels.to(leaf.device()), b.label_weights.to(leaf.device()));
     loss.backward();
     pipe.backward(leaf.grad());
     stats.add(input.step, pipe.timeline());

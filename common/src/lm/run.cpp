@@ -93,6 +93,7 @@ std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExe
                                                  model::LoadReport& report) {
   state.model = load_model(o, tokenizer, ids, &report);
   state.module = state.model.ptr();
+  state.module->to(run.device);  // the pipeline places its stages itself (pipeline::place_stages)
   // Data parallel: the loss of each rank is its share of the union's (Note [Data-parallel loss]).
   state.loss = translation_loss(state.model, ex.data_parallel ? run.group.get() : nullptr);
   std::unique_ptr<train::GradientSync> sync = train::no_sync();
@@ -330,6 +331,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   nlohmann::json pipeline_config;
   if (ex.pipeline && o.stages > 1) {
     const std::vector<int> devices = pipeline::gpt2_layer_devices(state.model, o.stages, o.balance);
+    pipeline::place_layers(state.model, devices);  // each layer on its GPU, where CUDA is present
     pipelined = ex.pipeline->prepare(state.model, devices, o.micro_batches);
     pipeline_config = {{"stages", o.stages}, {"micro_batches", o.micro_batches}, {"layer_devices", devices}};
     if (run.lead()) print_pipeline(devices, o.micro_batches);

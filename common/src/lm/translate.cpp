@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "dtlab/core/device.h"
+
 namespace dtlab::lm {
 namespace {
 
@@ -43,7 +45,9 @@ std::vector<std::vector<int64_t>> continue_batch(model::Gpt2LMHeadModel& model,
   std::vector<std::vector<int64_t>> out(rows);
   if (room <= 0) return out;
   // Decoding stops early once every row has produced <eos_en>.
-  const torch::Tensor output = model::generate_greedy(model, input, room, ids.eos_target, mask);
+  const torch::Device device = device_of(*model);
+  const torch::Tensor output =
+      model::generate_greedy(model, input.to(device), room, ids.eos_target, mask.to(device)).cpu();
   const torch::Tensor produced = output.narrow(1, width, output.size(1) - width).contiguous();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t* row = produced.data_ptr<int64_t>() + r * produced.size(1);

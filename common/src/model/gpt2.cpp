@@ -253,8 +253,15 @@ torch::Tensor Gpt2LMHeadModelImpl::lm_head_weight() const {
   return config_.tie_word_embeddings ? transformer->wte->weight : lm_head->weight;
 }
 
+// Note [A tied weight on two devices]: a pipeline puts the embeddings on its first stage's device
+// and the head on its last (pipeline::place_stages). With tied embeddings the head's weight IS
+// transformer.wte.weight, one parameter on the first stage's device: the head reads it through
+// .to(), a copy that autograd differentiates. Its backward carries the head's part of the
+// gradient back to that one parameter, where autograd adds it to the embedding's part: one
+// gradient, equal to the one a single device computes, and one weight for the optimiser to
+// update; nothing to copy back after the step. On one device .to() returns the weight itself.
 torch::Tensor Gpt2LMHeadModelImpl::head(const torch::Tensor& hidden) {
-  return torch::nn::functional::linear(transformer->ln_f(hidden), lm_head_weight());
+  return torch::nn::functional::linear(transformer->ln_f(hidden), lm_head_weight().to(hidden.device()));
 }
 
 Gpt2Output Gpt2LMHeadModelImpl::forward(const torch::Tensor& input_ids,
@@ -264,16 +271,22 @@ Gpt2Output Gpt2LMHeadModelImpl::forward(const torch::Tensor& input_ids,
   if (cache && cache->layers.empty()) cache->layers.resize(static_cast<size_t>(config_.n_layer));
   const int64_t past = cache ? cache->length() : 0;
   torch::Tensor hidden = transformer->embed(input_ids, position_ids, past);
-  const torch::Tensor additive = attention_mask.defined()
-                                     ? additive_attention_mask(attention_mask, hidden.scalar_type())
-                                     : torch::Tensor();
+  torch::Tensor additive = attention_mask.defined()
+                               ? additive_attention_mask(attention_mask, hidden.scalar_type())
+                               : torch::Tensor();
+  // A model whose layers a pipeline put on several GPUs (pipeline::place_layers) runs here as
+  // plain model parallelism, layer after layer, each on its own device (evaluation, generation).
+  // On one device every .to() below returns its tensor itself.
   for (int64_t i = 0; i < config_.n_layer; ++i) {
+    const torch::Device device = transformer->block(i)->ln_1->weight.device();
+    hidden = hidden.to(device);
+    if (additive.defined()) additive = additive.to(device);
     hidden = transformer->block(i)->forward(hidden, additive,
                                             cache ? &cache->layers[static_cast<size_t>(i)] : nullptr);
   }
   Gpt2Output out;
-  out.logits = head(hidden);
-  if (labels.defined()) out.loss = lm_loss(out.logits, labels);
+  out.logits = head(hidden.to(transformer->ln_f->weight.device()));
+  if (labels.defined()) out.loss = lm_loss(out.logits, labels.to(out.logits.device()));
   return out;
 }
 
@@ -358,7 +371,7 @@ torch::Tensor generate_greedy(Gpt2LMHeadModel& model, const torch::Tensor& promp
     positions.masked_fill_(mask.eq(0), 1);
     positions = positions.narrow(1, positions.size(1) - step_ids.size(1), step_ids.size(1));
     const torch::Tensor logits = model->forward(step_ids, mask, {}, positions, &cache).logits;
-    torch::Tensor next = logits.select(1, -1).argmax(-1);
+    torch::Tensor next = logits.select(1, -1).argmax(-1).to(ids.device());  // a pipeline's last GPU
     if (eos_token_id) next = next * unfinished + pad * (1 - unfinished);
     ids = torch::cat({ids, next.unsqueeze(1)}, 1);
     mask = torch::cat({mask, torch::ones({batch, 1}, mask.options())}, 1);

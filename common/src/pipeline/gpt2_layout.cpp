@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
+#include "dtlab/core/device.h"
 #include "dtlab/core/error.h"
 #include "dtlab/pipeline/balance.h"
 
@@ -48,6 +51,22 @@ std::vector<int> gpt2_layer_devices(const model::Gpt2LMHeadModel& model, int sta
 std::string gpt2_layer_name(int64_t layer, int64_t layers) {
   if (layer == 0) return "embeddings";
   return layer == layers - 1 ? "head" : fmt::format("block {}", layer - 1);
+}
+
+void place_layers(model::Gpt2LMHeadModel& model, const std::vector<int>& devices) {
+  const int64_t layers = model->num_stages();
+  if (static_cast<int64_t>(devices.size()) != layers) {
+    throw Error(fmt::format("place_layers: {} devices for GPT-2's {} layers", devices.size(), layers));
+  }
+  torch::NoGradGuard no_grad;
+  std::set<const void*> placed;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    const torch::Device device = stage_device(devices[static_cast<size_t>(layer)], cuda_availability());
+    for (auto& [name, parameter] : model->stage_parameters(layer)) {
+      if (!placed.insert(parameter.unsafeGetTensorImpl()).second) continue;  // tied: its first user's
+      if (parameter.device() != device) parameter.set_data(parameter.data().to(device));
+    }
+  }
 }
 
 }  // namespace dtlab::pipeline

@@ -2,14 +2,16 @@
 // forward and the workers. forward, backward and compute are the student's.
 #include <fmt/format.h>
 
+#include "dtlab/core/device.h"
 #include "dtlab/core/error.h"
 #include "dtlab/tasks/pipeline.h"
 
 namespace dtlab::pipeline {
 namespace pipe_kit {
 
-// One worker per partition, on the CPU: a partition's device number names its worker, not a GPU
-// (the kit's runtime has no CUDA path; Note [Threads per stage] in workers.h).
+// One worker per partition. A partition's device number is a GPU where CUDA is present (several
+// partitions may share one) and names a CPU worker where it is not (Note [Devices] in
+// core/device.h; Note [Threads per stage] in workers.h).
 std::vector<Stage> stages_of(const std::vector<Partition>& partitions) {
   std::vector<Stage> stages;
   for (size_t j = 0; j < partitions.size(); ++j) {
@@ -18,7 +20,8 @@ std::vector<Stage> stages_of(const std::vector<Partition>& partitions) {
       if (!layer.forward) throw Error(fmt::format("Pipe: layer \"{}\" of partition {} has no forward", layer.name, j));
     }
     const Partition partition = partitions[j];
-    stages.push_back({[partition](const torch::Tensor& x) { return partition.forward(x); }, torch::kCPU});
+    stages.push_back({[partition](const torch::Tensor& x) { return partition.forward(x); },
+                      stage_device(partition.device, cuda_availability())});
   }
   return stages;
 }

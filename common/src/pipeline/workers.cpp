@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "dtlab/core/device.h"
 #include "dtlab/core/error.h"
 
 namespace dtlab::pipeline {
@@ -209,6 +210,7 @@ void StageWorkers::run(int s) {
   Worker& w = *workers_[s];
   at::get_num_threads();  // Note [Threads per stage]: LibTorch's lazy initialisation first
   at::set_num_threads(threads_per_stage_);
+  use_device(w.stage.device);  // Note [Devices] (core/device.h): this thread's current GPU
   {
     std::lock_guard<std::mutex> lock(w.mutex);
     w.started = true;
@@ -235,6 +237,7 @@ void StageWorkers::run(int s) {
     }
     const auto start = std::chrono::steady_clock::now();
     Result result = execute(s, job, held, already_recorded);
+    synchronize_device(w.stage.device);  // the timeline's boxes end when the GPU's work does
     const auto end = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(w.mutex);
     w.running.reset();

@@ -153,7 +153,7 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
     const std::vector<int64_t> shard = data::shard_indices(plan.sampler, epoch - 1);
     for (const std::vector<int64_t>& rows : data::minibatches(shard, plan.batch_per_rank)) {
       if (steps >= plan.total_steps) break;
-      const data::Batch batch = data.batch(rows);
+      const data::Batch batch = data.batch(rows).to(run.device);
       const double lr = state.scheduler->last_lr();
       if (run.group) run.group->note_step(steps + 1);  // named if this rank stops (Note [Who stopped])
       const dist::InterfaceCounters before = link ? dist::read_counters(*link) : dist::InterfaceCounters{};

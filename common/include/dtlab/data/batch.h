@@ -20,6 +20,8 @@ struct Batch {
   // Tokens the model reads in this batch (attention_mask ones; every token without a mask),
   // for throughput figures.
   int64_t real_tokens() const;
+  // The same batch on `device` (every defined field; itself where it is there already).
+  Batch to(const torch::Device& device) const;
 };
 
 }  // namespace dtlab::data

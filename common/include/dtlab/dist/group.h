@@ -101,6 +101,11 @@ class Group {
   // addresses. Network-namespace hosts of one machine count together here, so that each takes
   // its share of the cores (train::configure_threads). At least local_world_size().
   int ranks_on_this_machine() const;
+  // Where this rank computes and its collectives take tensors (Note [Devices], core/device.h):
+  // the CPU with Gloo, cuda:<local rank> with NCCL. Note [CPU tensors on NCCL] (dist/group.cpp):
+  // a blocking operation of an NCCL group also takes a CPU tensor (carried to the GPU and back);
+  // the *_async ones need their tensors here.
+  torch::Device device() const;
 
   // In place on every rank: tensor becomes the reduction over ranks. AVG_BY_DIVISION is SUM
   // then division by size() (Gloo has no average).

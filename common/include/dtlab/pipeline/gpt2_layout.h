@@ -24,6 +24,12 @@ std::vector<int64_t> gpt2_layer_costs(const model::Gpt2LMHeadModel& model);
 std::vector<int> gpt2_layer_devices(const model::Gpt2LMHeadModel& model, int stages,
                                     const std::vector<int>& balance = {});
 
+// Puts every layer's parameters on its device, stage_device(devices[layer]) (core/device.h): the
+// GPU of that number where CUDA is present; nothing moves on the CPU. A tied weight stays with
+// its first user, the embeddings (Note [A tied weight on two devices], model/gpt2.cpp). Before
+// the optimiser is made, whose state follows its parameters.
+void place_layers(model::Gpt2LMHeadModel& model, const std::vector<int>& devices);
+
 // The name of layer `layer` of GPT-2's `layers` (model->num_stages()): "embeddings", "block 0"
 // .. "block L-1", "head". What the driver prints and the Layers of prepare_pipeline_parallel say.
 std::string gpt2_layer_name(int64_t layer, int64_t layers);

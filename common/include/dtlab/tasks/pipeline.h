@@ -32,10 +32,11 @@
 
 namespace dtlab::pipeline {
 
-// One layer of a model and the device it lives on. Here a device is a worker: a thread of this
-// process with its share of the cores, tensors on the CPU (the original's devices were GPUs; the
-// kit's runtime has no CUDA path). The layer's forward is a function of its input alone (GPT-2's
-// blocks need no attention mask: rows are padded on the right).
+// One layer of a model and the device it lives on. Each device is a worker, a thread of this
+// process: on a machine with CUDA the device number is a GPU (cuda:<device>, as in the original,
+// the layer's parameters already there); without, the worker computes on the CPU with its share
+// of the cores (Note [Devices] in core/device.h). The layer's forward is a function of its input
+// alone (GPT-2's blocks need no attention mask: rows are padded on the right).
 struct Layer {
   std::string name;  // gpt2_layer_name: "embeddings", "block 3", "head"; named in errors
   StageFunction forward;

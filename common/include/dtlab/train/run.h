@@ -19,6 +19,9 @@ struct Run {
   dist::Settings settings;   // who this process is
   std::unique_ptr<dist::Group> group;  // null on one process
   int threads = 1;           // LibTorch's intra-op threads
+  // Where the model, its batches and its gradients live: the group's device (the CPU with Gloo,
+  // cuda:<local rank> with NCCL; Note [Devices] in core/device.h); the CPU on one process.
+  torch::Device device = torch::kCPU;
 
   int rank() const { return group ? group->rank() : 0; }
   int world() const { return group ? group->size() : 1; }
@@ -30,7 +33,8 @@ struct Run {
 };
 
 // Who this process is, from launch (the flags) and the launcher's variables; no network yet,
-// so that every flag can be checked before any rank waits for another. launch null: one process.
+// so that every flag can be checked before any rank waits for another (--backend nccl on a
+// machine without a GPU included). launch null: one process.
 Run plan_run(std::string name, const dist::LaunchFlags* launch);
 
 // Joins the other ranks with setup (the exercise's own, for example task2b::setup; for one

@@ -26,6 +26,7 @@ struct Group::State {
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{0};
   std::string backend;
+  torch::Device device = torch::kCPU;  // where the backend takes tensors (Group::device())
   int local_rank = 0, local_world_size = 1;
   int ranks_on_this_machine = 1;
   CommLog log;
