@@ -375,6 +375,30 @@ TEST(BertLoaderErrors, MultiLabelProblemTypeIsRefusedNamingTheFieldAndTheSupport
   EXPECT_NO_THROW(dtlab::model::BertConfig::from_json(config, "config.json"));
 }
 
+// Note [Bounded configs]: sizes beyond their meaning, or beyond the machine's memory together,
+// are one line naming the field, its value and the limit, before anything is allocated.
+TEST(BertLoaderErrors, SizesBeyondTheirMeaningOrTheMachinesMemoryAreRejectedBeforeAllocating) {
+  const nlohmann::json base = nlohmann::json::parse(dtlab::io::read_file(golden_dir("tiny-b") / "config.json"));
+  auto with = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json c = base;
+    c[key] = value;
+    return c;
+  };
+  EXPECT_THROW_WITH(dtlab::model::BertConfig::from_json(with("max_position_embeddings", 1000000000000), "c.json"),
+                    dtlab::Error, "\"max_position_embeddings\" 1000000000000 is above the limit 1048576");
+  nlohmann::json many_labels = with("num_labels", 100000);
+  many_labels.erase("id2label");  // where id2label is there, it gives the count (as in transformers)
+  EXPECT_THROW_WITH(dtlab::model::BertConfig::from_json(many_labels, "c.json"), dtlab::Error,
+                    "\"num_labels\" 100000 is above the limit 65536");
+  EXPECT_THROW_WITH(dtlab::model::BertConfig::from_json(with("layer_norm_eps", 2.0), "c.json"), dtlab::Error,
+                    "\"layer_norm_eps\" must be in [0, 1)");
+  nlohmann::json huge = with("vocab_size", 16777216);
+  huge["hidden_size"] = 65536;
+  huge["num_attention_heads"] = 1;
+  EXPECT_THROW_WITH(dtlab::model::BertConfig::from_json(huge, "c.json"), dtlab::Error, "vocab_size x hidden_size");
+  EXPECT_NO_THROW(dtlab::model::BertConfig::from_json(base, "c.json"));
+}
+
 TEST(BertLoaderErrors, MissingFolderNamesTheFolder) {
   const Scratch scratch("bert-no-folder");
   const fs::path dir = scratch.path / "no-such-model";

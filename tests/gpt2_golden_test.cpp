@@ -33,6 +33,7 @@
 #include "dtlab/core/error.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/io/safetensors.h"
+#include "dtlab/model/config_json.h"
 #include "dtlab/model/gpt2.h"
 #include "golden_util.h"
 #include "test_util.h"
@@ -490,6 +491,32 @@ TEST(Gpt2Errors, InconsistentConfigsAreRejected) {
                         {"add_cross_attention"});
   expect_error_mentions([] { Gpt2Config::from_json(json{{"attn_pdrop", 1.5}}, "c.json"); }, {"attn_pdrop"});
   expect_error_mentions([] { Gpt2Config::from_json(json{{"model_type", "bert"}}, "c.json"); }, {"model_type"});
+}
+
+// Note [Bounded configs]: a size far beyond any GPT-2 is the kit's error naming the field, its
+// value and the limit, before anything is allocated (it once reached LibTorch's allocator: "you
+// tried to allocate 512000000000000 bytes"); sizes that each pass but together exceed the
+// machine's memory name the largest part.
+TEST(Gpt2Errors, SizesBeyondTheirMeaningOrTheMachinesMemoryAreRejectedBeforeAllocating) {
+  expect_error_mentions([] { Gpt2Config::from_json(json{{"n_positions", 1000000000000}}, "c.json"); },
+                        {"c.json", "n_positions", "1000000000000", "1048576"});
+  expect_error_mentions([] { Gpt2Config::from_json(json{{"n_layer", 5000}}, "c.json"); }, {"n_layer", "5000", "1024"});
+  expect_error_mentions([] { Gpt2Config::from_json(json{{"n_head", 1024}, {"n_embd", 768}}, "c.json"); },
+                        {"n_head", "1024", "768"});
+  expect_error_mentions([] { Gpt2Config::from_json(json{{"layer_norm_epsilon", 5.0}}, "c.json"); },
+                        {"layer_norm_epsilon", "[0, 1)"});
+  expect_error_mentions([] { Gpt2Config::from_json(json{{"layer_norm_epsilon", -1e-5}}, "c.json"); },
+                        {"layer_norm_epsilon"});
+  // 16M tokens x 65536 wide: each within its bound, together 4.4 TB of float32.
+  expect_error_mentions(
+      [] { Gpt2Config::from_json(json{{"vocab_size", 16777216}, {"n_embd", 65536}, {"n_head", 1}}, "c.json"); },
+      {"c.json", "GB in float32", "more than this machine's", "vocab_size x n_embd"});
+  // The limit is the memory given: GPT-2 small (124M parameters, 0.5 GB) fits 1 GB, not 0.1 GB.
+  using dtlab::model::config_json::require_fits_in_memory;
+  EXPECT_NO_THROW(require_fits_in_memory({{"all", 124e6}}, "x", 1e9));
+  expect_error_mentions([] { require_fits_in_memory({{"a", 1e6}, {"b", 124e6}}, "x", 1e8); }, {"the most from b"});
+  // The presets and the real GPT-2 shape still pass.
+  EXPECT_NO_THROW(Gpt2Config::from_json(json{{"vocab_size", 50257}, {"n_positions", 1024}}, "c.json"));
 }
 
 TEST(Gpt2Errors, ShapeMismatchNamesTheKeyAndBothShapes) {

@@ -223,6 +223,7 @@ Locality rendezvous(const c10::intrusive_ptr<c10d::Store>& handle, const Setting
   return here;
 }
 
+#ifdef USE_C10D_NCCL
 // Note [NCCL's errors]: by default ProcessGroupNCCL's watchdog thread ends the whole process
 // when a collective outlives its timeout (TORCH_NCCL_ASYNC_ERROR_HANDLING=3 in 2.x), with c10's
 // message and no word of which operation or rank. With 0, a timed-out or failed operation is
@@ -233,6 +234,7 @@ void report_nccl_errors_where_waited() {
   setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0", /*overwrite=*/0);
   setenv("NCCL_ASYNC_ERROR_HANDLING", "0", /*overwrite=*/0);  // its name before 2.2
 }
+#endif
 
 // The c10d process group of the chosen backend, over the store. device: this rank's
 // (Note [Devices]); NCCL's communicators bind to the current device.

@@ -72,14 +72,15 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& sou
     if (!kBertOwnedKeys.count(key)) c.extra[key] = value;
   }
 
-  require_positive(c.vocab_size, "vocab_size", source);
-  require_positive(c.hidden_size, "hidden_size", source);
-  require_positive(c.num_hidden_layers, "num_hidden_layers", source);
-  require_positive(c.num_attention_heads, "num_attention_heads", source);
-  require_positive(c.intermediate_size, "intermediate_size", source);
-  require_positive(c.max_position_embeddings, "max_position_embeddings", source);
-  require_positive(c.type_vocab_size, "type_vocab_size", source);
-  require_positive(c.num_labels, "num_labels", source);
+  // Note [Bounded configs] (model/config_json.h): sizes by meaning, then the machine's memory.
+  require_size(c.vocab_size, kMaxVocabulary, "vocab_size", source);
+  require_size(c.hidden_size, kMaxWidth, "hidden_size", source);
+  require_size(c.num_hidden_layers, kMaxLayers, "num_hidden_layers", source);
+  require_size(c.num_attention_heads, c.hidden_size, "num_attention_heads", source);
+  require_size(c.intermediate_size, 4 * kMaxWidth, "intermediate_size", source);
+  require_size(c.max_position_embeddings, kMaxPositions, "max_position_embeddings", source);
+  require_size(c.type_vocab_size, kMaxSmallCount, "type_vocab_size", source);
+  require_size(c.num_labels, kMaxSmallCount, "num_labels", source);
   if (c.hidden_size % c.num_attention_heads != 0) {
     throw Error(source + ": hidden_size " + std::to_string(c.hidden_size) +
                 " is not a multiple of num_attention_heads " +
@@ -96,6 +97,14 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& sou
     throw Error(source + ": pad_token_id " + std::to_string(c.pad_token_id) +
                 " is outside the vocabulary of " + std::to_string(c.vocab_size));
   }
+  require_epsilon(c.layer_norm_eps, "layer_norm_eps", source);
+  const double h = double(c.hidden_size);
+  require_fits_in_memory(
+      {{"vocab_size x hidden_size", double(c.vocab_size) * h},
+       {"max_position_embeddings x hidden_size", double(c.max_position_embeddings) * h},
+       {"num_hidden_layers x (4 hidden_size^2 + 2 hidden_size x intermediate_size)",
+        double(c.num_hidden_layers) * (4 * h * h + 2 * h * double(c.intermediate_size))}},
+      source);
   return c;
 }
 

@@ -66,12 +66,13 @@ Gpt2Config Gpt2Config::from_json(const nlohmann::json& j, const std::string& sou
     if (!kGpt2OwnedKeys.count(key)) c.extra[key] = value;
   }
 
-  require_positive(c.vocab_size, "vocab_size", source);
-  require_positive(c.n_positions, "n_positions", source);
-  require_positive(c.n_embd, "n_embd", source);
-  require_positive(c.n_layer, "n_layer", source);
-  require_positive(c.n_head, "n_head", source);
-  if (c.n_inner) require_positive(*c.n_inner, "n_inner", source);
+  // Note [Bounded configs] (model/config_json.h): sizes by meaning, then the machine's memory.
+  require_size(c.vocab_size, kMaxVocabulary, "vocab_size", source);
+  require_size(c.n_positions, kMaxPositions, "n_positions", source);
+  require_size(c.n_embd, kMaxWidth, "n_embd", source);
+  require_size(c.n_layer, kMaxLayers, "n_layer", source);
+  require_size(c.n_head, c.n_embd, "n_head", source);
+  if (c.n_inner) require_size(*c.n_inner, 4 * kMaxWidth, "n_inner", source);
   if (c.n_embd % c.n_head != 0) {
     throw Error(source + ": n_embd " + std::to_string(c.n_embd) + " is not a multiple of n_head " +
                 std::to_string(c.n_head));
@@ -83,10 +84,12 @@ Gpt2Config Gpt2Config::from_json(const nlohmann::json& j, const std::string& sou
   require_probability(c.resid_pdrop, "resid_pdrop", source);
   require_probability(c.embd_pdrop, "embd_pdrop", source);
   require_probability(c.attn_pdrop, "attn_pdrop", source);
-  if (!(c.layer_norm_epsilon >= 0.0)) {
-    throw Error(source + ": \"layer_norm_epsilon\" must be non-negative, got " +
-                std::to_string(c.layer_norm_epsilon));
-  }
+  require_epsilon(c.layer_norm_epsilon, "layer_norm_epsilon", source);
+  const double e = double(c.n_embd), inner = double(c.n_inner.value_or(4 * c.n_embd));
+  require_fits_in_memory({{"vocab_size x n_embd", double(c.vocab_size) * e},
+                          {"n_positions x n_embd", double(c.n_positions) * e},
+                          {"n_layer x (4 n_embd^2 + 2 n_embd x n_inner)", double(c.n_layer) * (4 * e * e + 2 * e * inner)}},
+                         source);
   return c;
 }
 
