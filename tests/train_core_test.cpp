@@ -3,6 +3,7 @@
 // the loop on a toy model that is neither BERT nor GPT-2.
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/utils/clip_grad.h>
 
 #include <chrono>
 #include <cmath>
@@ -118,6 +119,34 @@ TEST(TrainingStep, SyncAfterBackwardThenHookThenClipAndStep) {
   EXPECT_FALSE(torch::equal(before, state.module->parameters()[0]));  // the optimiser stepped
   for (const auto& p : state.module->parameters()) {
     EXPECT_TRUE(!p.grad().defined() || p.grad().abs().sum().item<double>() == 0.0);  // zero_grad
+  }
+}
+
+// clip_gradients is LibTorch's clip_grad_norm_ in the same operations (so bit for bit the same on
+// one device), written so that the norms of gradients on several devices meet on one (a pipeline
+// on GPUs): the arithmetic a GPU run depends on, checked here on the CPU against LibTorch's.
+TEST(TrainingStep, ClipGradientsIsClipGradNormBitForBit) {
+  torch::manual_seed(3);
+  for (const double max_norm : {0.5, 1e6}) {  // clipped, and left alone (coefficient clamped to 1)
+    for (const int count : {1, 4}) {
+      std::vector<torch::Tensor> ours, theirs;
+      for (int i = 0; i < count; ++i) {
+        torch::Tensor p = torch::zeros({3 + i, 5}, torch::requires_grad());
+        p.mutable_grad() = torch::randn({3 + i, 5}) * (i + 1);
+        torch::Tensor q = torch::zeros({3 + i, 5}, torch::requires_grad());
+        q.mutable_grad() = p.grad().clone();
+        ours.push_back(p);
+        theirs.push_back(q);
+      }
+      ours.push_back(torch::zeros({2}, torch::requires_grad()));  // no gradient: skipped by both
+      theirs.push_back(torch::zeros({2}, torch::requires_grad()));
+      train::clip_gradients(ours, max_norm);
+      torch::nn::utils::clip_grad_norm_(theirs, max_norm);
+      for (int i = 0; i < count; ++i) {
+        EXPECT_TRUE(torch::equal(ours[i].grad(), theirs[i].grad())) << "max_norm " << max_norm << ", " << count;
+      }
+      EXPECT_FALSE(ours.back().grad().defined());
+    }
   }
 }
 

@@ -38,9 +38,13 @@ void require_cuda(const CudaAvailability& cuda, const std::string& what, const s
   if (!why.empty()) throw Error(what + " needs a CUDA GPU, but " + why + "; " + instead);
 }
 
+void require_backend_usable(const std::string& backend, const CudaAvailability& cuda) {
+  if (backend == "nccl") require_cuda(cuda, "--backend nccl", "use --backend gloo on this machine");
+}
+
 torch::Device rank_device(const std::string& backend, int rank, int local_rank, const CudaAvailability& cuda) {
   if (backend != "nccl") return torch::kCPU;
-  require_cuda(cuda, "--backend nccl", "use --backend gloo on this machine");
+  require_backend_usable(backend, cuda);
   if (local_rank < 0 || local_rank >= cuda.devices) {
     throw Error("--backend nccl: rank " + std::to_string(rank) + " is local rank " + std::to_string(local_rank) +
                 " of its host, which has " + std::to_string(cuda.devices) + " GPU" + (cuda.devices == 1 ? "" : "s") +

@@ -80,20 +80,17 @@ void require_rank(const Group::State& s, int peer, const std::string& op, const 
 // operation of an NCCL group carries a CPU tensor to this rank's GPU and its result back; an
 // async one (DDP's buckets, a pipeline's send/recv) must be given tensors on the group's device
 // already, since nothing would copy its result back. Gloo takes tensors where they are.
-torch::Tensor to_backend(const Group::State& s, const torch::Tensor& t, const std::string& op) {
-  if (!t.defined() || s.device.is_cpu() || t.device() == s.device) return t;
-  if (!t.device().is_cpu()) {
-    throw Error(op + ": the tensor is on " + t.device().str() + ", but this rank's " + s.backend + " group works on " +
-                s.device.str() + " (Group::device())");
-  }
-  return t.to(s.device);
-}
-
 void require_on_backend(const Group::State& s, const torch::Tensor& t, const std::string& op) {
   if (t.defined() && !s.device.is_cpu() && t.device() != s.device) {
     throw Error(op + ": the tensor is on " + t.device().str() + ", but this rank's " + s.backend + " group works on " +
-                s.device.str() + ": an asynchronous operation takes tensors there (Group::device())");
+                s.device.str() + ": move it there first (.to(group.device()))");
   }
+}
+
+torch::Tensor to_backend(const Group::State& s, const torch::Tensor& t, const std::string& op) {
+  if (t.defined() && t.device().is_cpu() && !s.device.is_cpu()) return t.to(s.device);
+  require_on_backend(s, t, op);  // another GPU's tensor: not carried silently
+  return t;
 }
 
 // The result of a staged operation back into the caller's tensor.

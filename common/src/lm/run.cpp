@@ -93,7 +93,7 @@ std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExe
                                                  model::LoadReport& report) {
   state.model = load_model(o, tokenizer, ids, &report);
   state.module = state.model.ptr();
-  state.module->to(run.device);  // the pipeline places its stages itself (pipeline::place_stages)
+  state.module->to(run.device);  // the pipeline places its stages itself (pipeline::place_layers)
   // Data parallel: the loss of each rank is its share of the union's (Note [Data-parallel loss]).
   state.loss = translation_loss(state.model, ex.data_parallel ? run.group.get() : nullptr);
   std::unique_ptr<train::GradientSync> sync = train::no_sync();

@@ -14,9 +14,7 @@ Run plan_run(std::string name, const dist::LaunchFlags* launch) {
   Run run;
   run.name = std::move(name);
   if (launch) run.settings = dist::resolve_settings(*launch, dist::launcher_environment());
-  if (run.settings.backend == "nccl") {
-    require_cuda(cuda_availability(), "--backend nccl", "use --backend gloo on this machine");
-  }
+  require_backend_usable(run.settings.backend, cuda_availability());
   return run;
 }
 

@@ -2,9 +2,8 @@
 #include "dtlab/train/step.h"
 
 #include <ATen/record_function.h>
-#include <torch/nn/utils/clip_grad.h>
-
-#include <algorithm>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "dtlab/report/profile.h"
 
@@ -24,30 +23,21 @@ StepResult training_step(TrainState& state, const StepInput& input, GradientSync
   return result;
 }
 
-namespace {
-
-// LibTorch's clip_grad_norm_ stacks the parameters' norms, which must then be on one device; a
-// pipeline on GPUs has its parameters on several. There the norms meet on the first gradient's
-// device and each gradient is scaled by the same clamped coefficient, as clip_grad_norm_ does.
 void clip_gradients(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;
   for (const torch::Tensor& p : parameters) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
-  const bool one_device = std::all_of(grads.begin(), grads.end(),
-                                      [&](const torch::Tensor& g) { return g.device() == grads.front().device(); });
-  if (one_device) {
-    torch::nn::utils::clip_grad_norm_(parameters, max_norm);
-    return;
-  }
-  torch::NoGradGuard no_grad;
+  if (grads.empty()) return;
+  const torch::Device where = grads.front().device();
   std::vector<torch::Tensor> norms;
-  for (const torch::Tensor& g : grads) norms.push_back(g.norm(2).to(grads.front().device()));
-  const torch::Tensor coefficient = (max_norm / (torch::stack(norms).norm(2) + 1e-6)).clamp_max(1.0);
+  for (const torch::Tensor& g : grads) norms.push_back(g.norm(2).to(where));
+  const torch::Tensor total = norms.size() == 1 ? norms.front() : torch::stack(norms).norm(2);
+  const torch::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
   for (torch::Tensor& g : grads) g.mul_(coefficient.to(g.device()));
 }
 
-}  // namespace
 
 void apply_update(TrainState& state) {
   RECORD_USER_SCOPE(report::kUpdateScope);  // the profiler's update phase (report/profile.h)

@@ -40,6 +40,9 @@ std::string why_no_cuda(const CudaAvailability& cuda);
 // is missing, with the way out (`instead`).
 void require_cuda(const CudaAvailability& cuda, const std::string& what, const std::string& instead);
 
+// --backend's own check, made before any rank waits for another: nccl needs CUDA here.
+void require_backend_usable(const std::string& backend, const CudaAvailability& cuda);
+
 // The device of a rank of a data-parallel run (Note [Devices]): the CPU for "gloo"; for "nccl"
 // cuda:<local_rank>, an error when CUDA is missing or the host runs more ranks than it has GPUs.
 torch::Device rank_device(const std::string& backend, int rank, int local_rank, const CudaAvailability& cuda);

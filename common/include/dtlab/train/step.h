@@ -3,6 +3,8 @@
 // clipping, optimiser step, schedule step, zero_grad.
 #pragma once
 
+#include <torch/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -39,5 +41,11 @@ StepResult training_step(TrainState& state, const StepInput& input, GradientSync
 // The end of every step, once the gradients are final: clip (state.max_grad_norm), optimiser
 // step, schedule step, zero the gradients. A step of its own (the pipeline's) calls it too.
 void apply_update(TrainState& state);
+
+// LibTorch's clip_grad_norm_(parameters, max_norm) (2-norm), in the same operations, so the same
+// numbers, but for gradients on one device or several (a pipeline on GPUs): the per-parameter
+// norms meet on the first gradient's device, where LibTorch's would stack tensors of different
+// devices and fail.
+void clip_gradients(const std::vector<torch::Tensor>& parameters, double max_norm);
 
 }  // namespace dtlab::train
