@@ -14,6 +14,7 @@
 #include "folder_lock.h"
 #include "gradescope.h"
 #include "provenance.h"
+#include "sandbox.h"
 #include "submission.h"
 
 namespace fs = std::filesystem;
@@ -44,6 +45,8 @@ int check_command(const CheckFlags& f) {
   options.backend = f.backend;
   // No GPU, or a build without CUDA: one line now, not a failed run per check later.
   if (f.backend == "nccl") require_cuda(cuda_availability(), "--backend nccl", "grade with --backend gloo here");
+  options.sandbox = choose_sandbox(f.sandbox, kBuildDir / "grader" / "dtlab-sandbox-launcher");
+  options.sandbox.limit_address_space = f.backend != "nccl";  // CUDA reserves far more than it uses
   options.binaries[kReference] = kBuildDir / "grader" / "dtlab-reference";
   options.binaries[kReferenceGpt2] = kBuildDir / "tools" / "dtlab-gpt2";
 
@@ -67,7 +70,8 @@ int check_command(const CheckFlags& f) {
   if (!f.submission.empty()) {
     submission = "submission " + fs::absolute(f.submission).string();
     try {
-      const SubmissionBuild build = build_submission(f.submission, exercises, kSourceDir, kBuildDir);
+      const SubmissionBuild build =
+          build_submission(f.submission, exercises, kSourceDir, kBuildDir, options.sandbox, options.results_dir);
       options.binaries.insert(build.binaries.begin(), build.binaries.end());
       for (const auto& [e, why] : build.failures) setup_failures.emplace(e, Verdict{Status::kBuildFailed, why});
     } catch (const Error& e) {
@@ -84,7 +88,9 @@ int check_command(const CheckFlags& f) {
     submission = "binaries given with --use-binary";
   }
 
-  const nlohmann::json provenance = collect_provenance(kSourceDir, submission, f.backend);
+  nlohmann::json provenance = collect_provenance(kSourceDir, submission, f.backend);
+  provenance["sandbox"] = sandbox_mode_name(options.sandbox.mode) +
+                          (options.sandbox.note.empty() ? "" : " (" + options.sandbox.note + ")");
   fmt::print("grader: checking {} of {} (results in {})\n", fmt::join(exercises, ", "), submission,
              options.results_dir.string());
   std::fflush(stdout);

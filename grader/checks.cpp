@@ -5,9 +5,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
+
+#include <torch/types.h>
 
 #include "compare.h"
 #include "dtlab/core/error.h"
+#include "dtlab/io/json_file.h"
 
 namespace dtlab::grader {
 
@@ -57,6 +61,42 @@ std::optional<std::vector<io::TensorMap>> start_dumps(const Run& run, int world,
     *failure = run.failure ? *run.failure : Verdict{Status::kError, e.what()};
     return std::nullopt;
   }
+}
+
+std::optional<ReadExamples> read_examples(const Run& run, int world, Verdict* failure) {
+  const auto dumps = start_dumps(run, world, failure);
+  if (!dumps) return std::nullopt;
+  ReadExamples read;
+  for (const io::TensorMap& dump : *dumps) {
+    const torch::Tensor shard = dump.at("shard").to(torch::kInt64).contiguous();
+    read.shards.emplace_back(shard.data_ptr<int64_t>(), shard.data_ptr<int64_t>() + shard.numel());
+    read.batches.push_back(dump.at("batch").numel());
+  }
+  return read;
+}
+
+std::optional<TrainOrder> union_order(const Runner& runner, const ReadExamples& read, int steps, Verdict* failure) {
+  nlohmann::json order = nlohmann::json::array();
+  TrainOrder out;
+  for (int step = 0; step < steps; ++step) {
+    for (size_t r = 0; r < read.shards.size(); ++r) {
+      const int64_t b = read.batches[r];
+      const auto& part = read.shards[r];
+      if (step == 0) out.global_batch += b;
+      if (static_cast<int64_t>(part.size()) < (step + 1) * b) {
+        *failure = {Status::kWrongNumber, fmt::format("rank {}'s part holds {} examples, too few for {} steps of {} "
+                                                      "(see the check of what each rank reads)", r, part.size(), steps, b)};
+        return std::nullopt;
+      }
+      for (int64_t i = step * b; i < (step + 1) * b; ++i) order.push_back(part[static_cast<size_t>(i)]);
+    }
+  }
+  const std::string text = order.dump();
+  out.key = fmt::format("{:016x}", std::hash<std::string>{}(text));
+  out.path = runner.options().results_dir / "orders" / (out.key + ".json");
+  std::filesystem::create_directories(out.path.parent_path());
+  io::write_json_file(out.path, order);
+  return out;
 }
 
 namespace {

@@ -62,6 +62,26 @@ std::vector<CheckSpec> pipeline_checks(const std::string& exercise);
 // failed;
 const Run* kit_run(Runner& runner, const RunRequest& request, Verdict* failure);
 std::optional<std::vector<io::TensorMap>> start_dumps(const Run& run, int world, Verdict* failure);
+// What each rank read, from its start dump: its part of the data set in reading order ("shard")
+// and its examples per step ("batch"); nullopt and the verdict when the dumps are missing.
+struct ReadExamples {
+  std::vector<std::vector<int64_t>> shards;
+  std::vector<int64_t> batches;
+};
+std::optional<ReadExamples> read_examples(const Run& run, int world, Verdict* failure);
+// The order in which one process reads what the ranks read in `steps` steps: step s takes
+// examples s*b_r .. (s+1)*b_r of every rank r's part, rank by rank. The kit's single-process run
+// reads it with --train_order, so the gradient and loss checks compare a submission with
+// training on the examples its ranks read, not on those they should have read (the sampler or
+// partition check grades that): a mistake in what is read costs that check alone. Written to
+// RESULTS/orders/<key>.json, the key naming its content (runs that read the same share one
+// reference); nullopt and the verdict when a part is too short for the steps.
+struct TrainOrder {
+  std::filesystem::path path;
+  std::string key;
+  int64_t global_batch = 0;
+};
+std::optional<TrainOrder> union_order(const Runner& runner, const ReadExamples& read, int steps, Verdict* failure);
 // the per-iteration losses of `run` against the reference's over the first n steps, within
 // kLossTolerance; the hints say what to look at when step 1 differs and when a later one does.
 Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string& what,

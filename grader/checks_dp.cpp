@@ -2,15 +2,16 @@
 // defines, the synchronised gradients and 20 losses against the kit's single-process run
 // (dtlab-gpt2) on the union of the ranks' minibatches, learning, and the scaling runs.
 //
-// The kit, not the student, decides which examples make each step's global batch: part r of
-// the seed's shuffle (data::shuffled_indices cut into equal fractions) is rank r's, read in
-// order. The single-process run reads the same examples, step by step, with --train_order; so
-// a submission whose ranks read the wrong examples (all of them, or overlapping parts) differs
-// from it even when every rank averages correctly.
+// The partition check holds the ranks to the seed's parts: part r of the seed's shuffle
+// (data::shuffled_indices cut into equal fractions) is rank r's, read in order. The gradient and
+// loss checks hold them to averaging what they read: the single-process run reads, step by step
+// with --train_order, the examples the ranks' dumps say they read (Note [Fair evidence]). A
+// wrong partition (all examples, overlapping or strided parts) costs the partition check alone.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -64,34 +65,6 @@ std::vector<std::vector<int64_t>> expected_parts(int64_t n, int world, uint64_t 
   return parts;
 }
 
-// The kit's single-process run on the union of what the ranks of a correct submission read:
-// step s takes examples s*b .. (s+1)*b of every part, rank by rank.
-RunRequest reference_request(Runner& runner, int world, int steps = kLossSteps) {
-  const int64_t b = kGlobalBatch / world;
-  const auto parts = expected_parts(train_examples(runner), world, kSeed);
-  nlohmann::json order = nlohmann::json::array();
-  for (int64_t start = 0; start < static_cast<int64_t>(parts[0].size()); start += b) {
-    for (const auto& part : parts) {
-      for (int64_t i = start; i < std::min<int64_t>(start + b, static_cast<int64_t>(part.size())); ++i) {
-        order.push_back(part[static_cast<size_t>(i)]);
-      }
-    }
-  }
-  const fs::path path = runner.options().results_dir / "orders" / fmt::format("dp-w{}.json", world);
-  fs::create_directories(path.parent_path());
-  io::write_json_file(path, order);
-  std::vector<std::string> flags = lm_equivalence_flags(steps);
-  flags.insert(flags.end(), {"--batch_size", std::to_string(kGlobalBatch), "--train_order", path.string()});
-  const std::string id = steps == kLossSteps ? fmt::format("reference-gpt2-w{}", world)
-                                             : fmt::format("reference-gpt2-steps{}-w{}", steps, world);
-  return {id, kReferenceGpt2, "dp-reference", 1, flags, true};
-}
-
-std::vector<int64_t> as_vector(const torch::Tensor& t) {
-  const torch::Tensor c = t.to(torch::kInt64).contiguous();
-  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
-}
-
 // The properties every partition into equal parts has, on the ranks' dumped shards: each the
 // size int(N / world), in range, without repeats, read global / world at a time, and disjoint
 // across ranks (so together they cover the data set but the remainder); "" when they hold.
@@ -135,30 +108,22 @@ std::string partition_properties(const std::vector<std::vector<int64_t>>& shards
   return "";
 }
 
-struct Shards {
-  std::vector<std::vector<int64_t>> shards;
-  std::vector<int64_t> batches;
-};
-
-// From the files written before step 1 (Note [Fair evidence]): the partition is graded even when
-// the averaging breaks the run afterwards.
-std::optional<Shards> read_shards(const Run& run, int world, Verdict* failure) {
-  const auto dumps = start_dumps(run, world, failure);
-  if (!dumps) return std::nullopt;
-  Shards s;
-  for (const io::TensorMap& dump : *dumps) {
-    s.shards.push_back(as_vector(dump.at("shard")));
-    s.batches.push_back(dump.at("batch").numel());
-  }
-  return s;
-}
-
 // The first rank whose shard is not its part of the seed's shuffle, or -1.
-int differing_rank(const Shards& s, const std::vector<std::vector<int64_t>>& want) {
+int differing_rank(const ReadExamples& s, const std::vector<std::vector<int64_t>>& want) {
   for (size_t r = 0; r < want.size(); ++r) {
     if (s.shards[r] != want[r]) return static_cast<int>(r);
   }
   return -1;
+}
+
+// The kit's single-process run on the examples the ranks read (union_order, Note [Fair evidence]).
+std::optional<RunRequest> reference_request(Runner& runner, const ReadExamples& read, int steps, Verdict* failure) {
+  const std::optional<TrainOrder> order = union_order(runner, read, steps, failure);
+  if (!order) return std::nullopt;
+  std::vector<std::string> flags = lm_equivalence_flags(steps);
+  flags.insert(flags.end(), {"--batch_size", std::to_string(order->global_batch), "--train_order", order->path.string()});
+  return RunRequest{fmt::format("reference-gpt2-steps{}-{}", steps, order->key), kReferenceGpt2, "dp-reference", 1, flags,
+                    true};
 }
 
 Verdict partition(Runner& runner, const std::string& e) {
@@ -167,9 +132,9 @@ Verdict partition(Runner& runner, const std::string& e) {
   // One step is enough: the parts are dumped at step 1.
   const Run& run = runner.run(dp_request(e, kWorld, "partition", 1, kSeed));
   Verdict failure;
-  const std::optional<Shards> first_run = read_shards(run, kWorld, &failure);
+  const std::optional<ReadExamples> first_run = read_examples(run, kWorld, &failure);
   if (!first_run) return failure;
-  const Shards& got = *first_run;
+  const ReadExamples& got = *first_run;
   const std::string what = fmt::format("{} at {} ranks", e, kWorld);
   if (std::string wrong = partition_properties(got.shards, got.batches, n); !wrong.empty()) {
     return {Status::kWrongNumber, what + ": " + wrong};
@@ -185,9 +150,9 @@ Verdict partition(Runner& runner, const std::string& e) {
                         first_items(want[static_cast<size_t>(r)]))};
   }
   const Run& other = runner.run(dp_request(e, kWorld, "partition", 1, kOtherSeed));
-  const std::optional<Shards> second_run = read_shards(other, kWorld, &failure);
+  const std::optional<ReadExamples> second_run = read_examples(other, kWorld, &failure);
   if (!second_run) return failure;
-  const Shards& again = *second_run;
+  const ReadExamples& again = *second_run;
   if (again.shards == got.shards) {
     return {Status::kWrongNumber,
             fmt::format("{}: --seed {} gives the same parts as --seed {}: the seed passed to partition_dataset must "
@@ -207,11 +172,16 @@ Verdict partition(Runner& runner, const std::string& e) {
 Verdict gradients(Runner& runner, const std::string& e) {
   constexpr int kWorld = 4;
   Verdict failure;
-  // Step 1 is what the dumps hold: the partition check's one-step run, and one step of the kit's.
-  const Run* ref = kit_run(runner, reference_request(runner, kWorld, 1), &failure);
-  if (!ref) return failure;
+  // Step 1 is what the dumps hold: the partition check's one-step run, and one step of the kit's
+  // on the examples the ranks read.
   const Run& run = runner.run(dp_request(e, kWorld, "partition", 1, kSeed));
   if (run.failure) return *run.failure;
+  const std::optional<ReadExamples> read = read_examples(run, kWorld, &failure);
+  if (!read) return failure;
+  const std::optional<RunRequest> reference = reference_request(runner, *read, 1, &failure);
+  if (!reference) return failure;
+  const Run* ref = kit_run(runner, *reference, &failure);
+  if (!ref) return failure;
   const auto dumps = load_dumps(run.dump_dir, kWorld);
   const auto full = load_dumps(ref->dump_dir, 1).at(0);
   const std::string what = fmt::format("{} at {} ranks", e, kWorld);
@@ -250,25 +220,29 @@ Verdict gradients(Runner& runner, const std::string& e) {
   }
   std::string hint = scale_hint(projection_factor(dumps[0], full, "grad."), kWorld, "the global batch's gradient");
   if (hint.empty()) {
-    hint = "The ranks agree, so they averaged the gradients of other examples: does each rank read its own part "
-           "(see the partition check)?";
+    hint = "The ranks agree, on another gradient than the average of theirs: is each gradient averaged once, "
+           "after backward and before the step?";
   }
   return {Status::kWrongNumber,
           fmt::format("{}: the gradient of {} differs from one process's gradient of the global batch (the union "
-                      "of the ranks' parts' minibatches) by {:.3g} (relative {:.2g} > {:g}). {}",
+                      "of the minibatches the ranks read) by {:.3g} (relative {:.2g} > {:g}). {}",
                       what, against_full.worst, against_full.max_abs, against_full.relative(), kGradientTolerance,
                       hint)};
 }
 
 Verdict losses_at(Runner& runner, const std::string& e, int world) {
   Verdict failure;
-  const Run* ref = kit_run(runner, reference_request(runner, world), &failure);
-  if (!ref) return failure;
   const Run& run = runner.run(losses_request(e, world));
   if (run.failure) return *run.failure;
+  const std::optional<ReadExamples> read = read_examples(run, world, &failure);
+  if (!read) return failure;
+  const std::optional<RunRequest> reference = reference_request(runner, *read, kLossSteps, &failure);
+  if (!reference) return failure;
+  const Run* ref = kit_run(runner, *reference, &failure);
+  if (!ref) return failure;
   return losses_match(run, *ref, kLossSteps, describe(losses_request(e, world)),
-                      "Step 1 already differs, before any update: does each rank read its own part (see the "
-                      "partition check)?",
+                      "Step 1 already differs, before any update: is the loss of each step the average over "
+                      "the ranks, and the gradient averaged before the step?",
                       "Step 1 agrees, so the update differs: are the gradients averaged over all ranks (summed, "
                       "then divided by the world size), every gradient, every step?");
 }

@@ -47,6 +47,24 @@ RunRequest losses_request(const std::string& exercise, int world) {
 
 const Run* reference(Runner& runner, Verdict* failure) { return kit_run(runner, reference_request(), failure); }
 
+// The kit's single-process run on the examples a data-parallel run's ranks read (union_order,
+// Note [Fair evidence]): a sampler mistake costs the sampler check, not the gradient and loss
+// checks. The run's own failure first: its dumps are read only when it finished.
+const Run* reference_of(Runner& runner, const Run& run, int world, Verdict* failure) {
+  if (run.failure) {
+    *failure = *run.failure;
+    return nullptr;
+  }
+  const std::optional<ReadExamples> read = read_examples(run, world, failure);
+  if (!read) return nullptr;
+  const std::optional<TrainOrder> order = union_order(runner, *read, kLossSteps, failure);
+  if (!order) return nullptr;
+  std::vector<std::string> flags = equivalence_flags("reference", kLossSteps);
+  flags.back() = std::to_string(order->global_batch);  // --per_gpu_train_batch_size
+  flags.insert(flags.end(), {"--train_order", order->path.string()});
+  return kit_run(runner, {"reference-" + order->key, "reference", "reference", 1, flags, true}, failure);
+}
+
 // ---- fine-tuning (task 1) ----------------------------------------------------------------------------
 
 Verdict finetune_pretrained(Runner& runner, const std::string& e) {
@@ -104,13 +122,12 @@ Verdict finetune_learns(Runner& runner, const std::string& e) {
 
 Verdict losses_at(Runner& runner, const std::string& exercise, int world) {
   Verdict failure;
-  const Run* ref = reference(runner, &failure);
-  if (!ref) return failure;
   const Run& run = runner.run(losses_request(exercise, world));
-  if (run.failure) return *run.failure;
+  const Run* ref = reference_of(runner, run, world, &failure);
+  if (!ref) return failure;
   return losses_match(run, *ref, kLossSteps, describe(losses_request(exercise, world)),
                       "Step 1 already differs, before any update: do all ranks start from the same weights, "
-                      "and does each read its own part of the global batch (make_sampler)?",
+                      "and is the loss of a step the average over the ranks?",
                       "Step 1 agrees, so the update differs: are the gradients averaged over all ranks "
                       "(summed, then divided by the world size), every gradient, every step?");
 }
@@ -179,10 +196,9 @@ Verdict sampler_shards(Runner& runner, const std::string& exercise) {
 Verdict gradients(Runner& runner, const std::string& exercise) {
   constexpr int kWorld = 4;
   Verdict failure;
-  const Run* ref = reference(runner, &failure);
-  if (!ref) return failure;
   const Run& run = runner.run(losses_request(exercise, kWorld));
-  if (run.failure) return *run.failure;
+  const Run* ref = reference_of(runner, run, kWorld, &failure);
+  if (!ref) return failure;
   const auto dumps = load_dumps(run.dump_dir, kWorld);
   const auto full = load_dumps(ref->dump_dir, 1).at(0);
   for (int r = 1; r < kWorld; ++r) {

@@ -18,6 +18,7 @@ struct CheckFlags {
   double timeout = 30, run_timeout = 300;
   int threads = 0;
   std::string backend = "gloo";  // --backend of every rank: gloo, or nccl (a GPU per rank)
+  std::string sandbox = "auto";  // Note [The sandbox]: auto, bwrap, user or none
 };
 
 struct RunFlags {

@@ -42,10 +42,10 @@ void write_gradescope(const std::filesystem::path& path, const nlohmann::json& r
 }
 
 std::string describe_provenance(const nlohmann::json& p) {
-  return fmt::format("commit {}{}, LibTorch {} {}, seed {}, {} ({} cores, {}), {}", p.value("commit", "unknown"),
+  return fmt::format("commit {}{}, LibTorch {} {}, seed {}, {} ({} cores, {}), {}{}", p.value("commit", "unknown"),
                      p.value("dirty", false) ? " (dirty)" : "", p.value("libtorch", "?"), p.value("backend", "?"),
                      p.value("seed", 0), p.value("hostname", "?"), p.value("cores", 0), p.value("cpu", "?"),
-                     p.value("date", "?"));
+                     p.value("date", "?"), p.contains("sandbox") ? ", sandbox " + p.value("sandbox", "?") : "");
 }
 
 std::string format_table(const std::vector<CheckOutcome>& outcomes, const nlohmann::json& provenance) {

@@ -64,6 +64,7 @@ struct Follower {
 }  // namespace
 
 bool LaunchResult::all_ok() const {
+  if (!stopped.empty()) return false;
   for (const auto& r : ranks) {
     if (r.killed || r.signal || r.exit_code != 0) return false;
   }
@@ -144,6 +145,7 @@ LaunchResult launch_ranks(const LaunchSpec& spec) {
   std::vector<bool> done(pids.size(), false);
   size_t remaining = pids.size();
   double first_failure = -1;
+  int polls = 0;
   while (remaining > 0) {
     for (size_t r = 0; r < pids.size(); ++r) {
       if (done[r]) continue;
@@ -163,7 +165,8 @@ LaunchResult launch_ranks(const LaunchSpec& spec) {
     const double now = elapsed();
     const bool past_deadline = now >= spec.timeout_seconds;
     const bool past_grace = first_failure >= 0 && now >= first_failure + spec.grace_seconds;
-    if (past_deadline || past_grace) {
+    if (spec.watch && ++polls % 5 == 0) result.stopped = spec.watch();
+    if (past_deadline || past_grace || !result.stopped.empty()) {
       for (size_t r = 0; r < pids.size(); ++r) {
         if (done[r]) continue;
         ::kill(-pids[r], SIGKILL);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct LaunchSpec {
   // their next collective, or after the collective timeout) before they count as hung.
   double grace_seconds = 60;
   bool echo_rank0 = false;             // copy rank 0's log to stdout as it grows
+  // Asked about four times a second while ranks run; an answer other than "" stops the run: every
+  // rank is killed and the answer is the reason (the sandbox's process and memory limits).
+  std::function<std::string()> watch;
 };
 
 struct RankExit {
@@ -38,6 +42,7 @@ struct LaunchResult {
   std::vector<RankExit> ranks;
   double seconds = 0;
   int port = 0;
+  std::string stopped;  // why the watch stopped the run, if it did
   bool all_ok() const;
 };
 

@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
     check_cmd->add_option("--threads", cf.threads, "Threads per rank (0: the kit's default)")->capture_default_str();
     check_cmd->add_option("--backend", cf.backend, "Collective backend of the ranks: gloo (CPU) or nccl (a GPU per rank)")
         ->capture_default_str()->check(CLI::IsMember({"gloo", "nccl"}));
+    check_cmd->add_option("--sandbox", cf.sandbox,
+                          "Where student code runs (docs/GRADING.md): auto, bwrap (bubblewrap), user (a separate uid, "
+                          "as root) or none (no isolation)")
+        ->capture_default_str()->check(CLI::IsMember({"auto", "bwrap", "user", "none"}));
 
     RunFlags rf;
     auto* run_cmd = app.add_subcommand("run", "Launch an exercise's ranks (here or over ssh) with per-rank logs");

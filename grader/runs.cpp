@@ -36,18 +36,18 @@ const Run& Runner::run(const RunRequest& request) {
   run.dir = o.results_dir / "runs" / request.id;
   fs::remove_all(run.dir);
   fs::create_directories(run.dir);
-  const fs::path output = run.dir / "output";
+  // The ranks write into their sandbox's scratch folder; the grader reads its copy in run.dir.
+  const std::string output = "{scratch}/output";
 
   LaunchSpec spec;
   spec.binary = o.binaries.at(request.exercise);
   spec.world_size = request.world;
-  spec.log_dir = run.dir;
   spec.timeout_seconds = o.run_timeout;
   spec.grace_seconds = o.collective_timeout + 5;
   const bool distributed = !single_process(request.exercise);
   if (trains_gpt2(request.exercise)) {
     spec.args = {"--model_name_or_path", (o.fixtures / "gpt2-tiny").string(), "--data_dir",
-                 (o.fixtures / "translation").string(), "--output_dir", output.string(), "--overwrite_output_dir",
+                 (o.fixtures / "translation").string(), "--output_dir", output, "--overwrite_output_dir",
                  "--no_save"};
     // Seed 42 unless the request sets its own (the partition check draws with another).
     if (std::find(request.flags.begin(), request.flags.end(), "--seed") == request.flags.end()) {
@@ -56,7 +56,7 @@ const Run& Runner::run(const RunRequest& request) {
   } else {
     spec.args = {"--model_name_or_path", (o.fixtures / "bert-tiny").string(), "--data_dir",
                  (o.fixtures / "RTE").string(), "--task_name", "RTE", "--seed", "42",
-                 "--output_dir", output.string(), "--overwrite_output_dir"};
+                 "--output_dir", output, "--overwrite_output_dir"};
     if (request.exercise == kReference || exercise(request.exercise).kind != "traffic") {
       spec.args.insert(spec.args.end(), {"--do_train", "--no_save"});
     }
@@ -70,27 +70,47 @@ const Run& Runner::run(const RunRequest& request) {
   }
   if (request.dump) {
     run.dump_dir = run.dir / "dump";
-    spec.args.insert(spec.args.end(), {"--dump_dir", run.dump_dir.string()});
+    spec.args.insert(spec.args.end(), {"--dump_dir", "{scratch}/dump"});
   }
   spec.args.insert(spec.args.end(), request.flags.begin(), request.flags.end());
 
+  SandboxRun sandboxed{spec, run.dir, {o.fixtures}};
+  // The grader's own files a run reads (a training order) are mounted read-only beside it.
+  for (const auto& flag : request.flags) {
+    std::error_code ec;
+    if (!flag.empty() && flag[0] == '/' && fs::is_regular_file(flag, ec)) sandboxed.inputs.push_back(flag);
+  }
   const std::string what = describe(request);
   try {
-    run.launch = launch_ranks(spec);
+    const SandboxResult result = run_in_sandbox(o.sandbox, sandboxed);
+    run.launch = result.launch;
+    run.left_out = result.left_out;
+    run.sandbox_seconds = result.sandbox_seconds;
     run.failure = diagnose(run.launch, what);
+    if (!run.launch.stopped.empty()) run.failure = Verdict{Status::kCrash, what + ": " + run.launch.stopped};
   } catch (const Error& e) {
     run.failure = Verdict{Status::kError, what + ": " + e.what()};
   }
-  if (fs::exists(output / "results.json")) {
+  const fs::path results = run.dir / "output" / "results.json";
+  if (fs::exists(results)) {
     try {
-      run.results = io::read_json_file(output / "results.json");
+      run.results = io::read_json_file(results);
     } catch (const Error& e) {
       if (!run.failure) run.failure = Verdict{Status::kError, what + ": " + e.what()};
     }
   } else if (!run.failure) {
-    run.failure = Verdict{Status::kError, what + ": finished without writing " + (output / "results.json").string()};
+    std::string why;
+    for (const auto& l : run.left_out) {
+      if (l.rfind("output/results.json ", 0) == 0) why = " " + l.substr(20);
+    }
+    run.failure = Verdict{Status::kError, what + ": finished without writing output/results.json" + why};
   }
 
+  // What the sandbox did not bring back often explains a failure (a full scratch folder).
+  if (run.failure && !run.left_out.empty()) {
+    run.failure->message += "\n  not brought back from the sandbox: " + run.left_out.front() +
+                            (run.left_out.size() > 1 ? fmt::format(" and {} more (run.json)", run.left_out.size() - 1) : "");
+  }
   nlohmann::json command = nlohmann::json::array();
   for (const auto& a : rank_command(spec, 0, run.launch.port)) command.push_back(a);
   nlohmann::json ranks = nlohmann::json::array();
@@ -102,7 +122,8 @@ const Run& Runner::run(const RunRequest& request) {
                       {{"id", request.id}, {"exercise", request.exercise}, {"purpose", request.purpose},
                        {"world_size", request.world}, {"outcome", run.failure ? status_name(run.failure->status) : "ok"},
                        {"message", run.failure ? run.failure->message : ""}, {"seconds", run.launch.seconds},
-                       {"command", command}, {"ranks", ranks}});
+                       {"sandbox", sandbox_mode_name(o.sandbox.mode)}, {"sandbox_seconds", run.sandbox_seconds},
+                       {"left_out", run.left_out}, {"command", command}, {"ranks", ranks}});
   return done_.emplace(request.id, std::move(run)).first->second;
 }
 

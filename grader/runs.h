@@ -1,6 +1,7 @@
 // The runs the checks look at: one exercise binary at one world size with one set of flags,
-// launched with launch_ranks into RESULTS/runs/<id>/ (rank logs, results.json, rank dumps,
-// run.json). A run is made once and shared by every check that reads it.
+// launched inside the sandbox (sandbox.h) whose scratch folder comes back into RESULTS/runs/<id>/
+// (rank logs, output/results.json, dump/, and run.json, written by the grader). A run is made once
+// and shared by every check that reads it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "exercises.h"
 #include "launch.h"
 #include "outcome.h"
+#include "sandbox.h"
 
 namespace dtlab::grader {
 
@@ -27,6 +29,7 @@ struct GradeOptions {
   double run_timeout = 300;           // a whole run, then its ranks are killed
   int threads = 0;                    // --threads of every rank (0: the kit's default)
   std::string backend = "gloo";       // --backend of every rank of a distributed run
+  Sandbox sandbox;                    // where every run starts (Note [The sandbox])
 };
 
 // One run of the checks: BERT on the RTE fixture or GPT-2 on the translation fixture (by the
@@ -45,6 +48,8 @@ struct Run {
   std::filesystem::path dir;
   LaunchResult launch;
   std::optional<Verdict> failure;  // how the launch failed, if it did
+  std::vector<std::string> left_out;  // files of the run the sandbox did not bring back, and why
+  double sandbox_seconds = 0;         // the whole run, sandbox included
   nlohmann::json results;          // rank 0's results.json, null when missing
   std::filesystem::path dump_dir;
 };

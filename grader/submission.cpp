@@ -9,6 +9,7 @@
 #include "dtlab/core/error.h"
 #include "dtlab/tooling/process.h"
 #include "folder_lock.h"
+#include "release.h"
 
 namespace fs = std::filesystem;
 
@@ -21,13 +22,56 @@ std::string compiler_errors(const std::string& output) {
   std::string errors, tail;
   int count = 0;
   for (std::string line; std::getline(in, line);) {
-    if (line.find("error") != std::string::npos && count < 12) {
+    if ((line.find("error") != std::string::npos || line.find("CMake Error") != std::string::npos) && count < 12) {
       errors += "    " + line + "\n";
       ++count;
     }
     tail = line;
   }
   return errors.empty() ? "    " + tail + "\n" : errors;
+}
+
+// What a submission's compile must not read (Note [The sandbox]): the reference solutions and the
+// grader's mutants (the files a student release leaves out, release.h) as unreadable files, so
+// the build's globs still list them; what they built (the *-solution and *-mutants targets and their
+// objects); .git (the solutions' history); other gradings' results.
+std::vector<fs::path> hidden_from_compile(const fs::path& source_dir, const fs::path& build_dir,
+                                          const fs::path& results_dir) {
+  std::vector<fs::path> hidden;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(source_dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const fs::path relative = fs::relative(it->path(), source_dir, ec);
+    const std::string top = relative.begin()->string();
+    if (it->is_directory(ec) && it.depth() == 0 &&
+        (top == ".git" || top == "out" || top == ".torch" || top == "fixtures" || top.rfind("build", 0) == 0)) {
+      // Another build tree in the source folder holds reference binaries too.
+      const bool other_build = top.rfind("build", 0) == 0 && !fs::equivalent(it->path(), build_dir, ec);
+      if (top == ".git" || top == "out" || other_build) hidden.push_back(it->path());
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec) && left_out_of_release(relative.generic_string()) && top != "bench" &&
+        top != "docs") {
+      hidden.push_back(it->path());
+    }
+  }
+  // The build tree: the tests and benchmarks (they compile solution sources in), and the
+  // solutions' programs and objects. Configure still writes its files there (into the tmpfs).
+  for (const char* folder : {"tests", "bench"}) {
+    if (fs::is_directory(build_dir / folder, ec)) hidden.push_back(build_dir / folder);
+  }
+  for (const fs::path& folder : {build_dir, build_dir / "CMakeFiles"}) {
+    for (auto it = fs::directory_iterator(folder, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      auto ends_with = [&](const std::string& end) {
+        return name.size() >= end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0;
+      };
+      if (ends_with("-solution") || ends_with("-solution.dir")) hidden.push_back(it->path());
+    }
+  }
+  if (fs::is_directory(results_dir, ec)) hidden.push_back(fs::absolute(results_dir));
+  return hidden;
 }
 
 }  // namespace
@@ -38,7 +82,8 @@ fs::path submission_tasks_root(const fs::path& submission) {
 }
 
 SubmissionBuild build_submission(const fs::path& submission, const std::vector<std::string>& exercises,
-                                 const fs::path& source_dir, const fs::path& build_dir) {
+                                 const fs::path& source_dir, const fs::path& build_dir, const Sandbox& sandbox,
+                                 const fs::path& results_dir) {
   const fs::path root = fs::absolute(submission_tasks_root(submission));
   SubmissionBuild build;
   std::vector<std::string> present;
@@ -50,14 +95,20 @@ SubmissionBuild build_submission(const fs::path& submission, const std::vector<s
   const FolderLock lock(build_dir, /*wait_seconds=*/1800);  // submissions build one at a time
   fmt::print("grader: building {} from {}\n", fmt::join(present, ", "), root.string());
   std::fflush(stdout);
-  const ProcessResult configure = run_process({"cmake", "-S", source_dir.string(), "-B", build_dir.string(),
-                                               "-DDTLAB_SUBMISSION_DIR=" + root.string()}, 600);
+  CompileJail jail;
+  jail.visible = {fs::absolute(source_dir), root};
+  jail.writable = {fs::absolute(build_dir)};
+  jail.hidden = hidden_from_compile(fs::absolute(source_dir), fs::absolute(build_dir), results_dir);
+  const ProcessResult configure = run_process(
+      compile_command(sandbox, jail, {"cmake", "-S", source_dir.string(), "-B", build_dir.string(),
+                                      "-DDTLAB_SUBMISSION_DIR=" + root.string()}), 600);
   if (configure.exit_code != 0) {
     throw Error("cmake could not configure the submission build in " + build_dir.string() + ":\n" +
                 compiler_errors(configure.output));
   }
   for (const auto& e : present) {
-    const ProcessResult r = run_process({"cmake", "--build", build_dir.string(), "--target", "submission-" + e}, 900);
+    const ProcessResult r = run_process(
+        compile_command(sandbox, jail, {"cmake", "--build", build_dir.string(), "--target", "submission-" + e}), 900);
     const fs::path binary = build_dir / "submission" / e;
     if (r.exit_code == 0 && fs::exists(binary)) {
       build.binaries[e] = binary;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "sandbox.h"
+
 namespace dtlab::grader {
 
 struct SubmissionBuild {
@@ -18,7 +20,10 @@ struct SubmissionBuild {
 // The folder whose subfolders are task1/, task2a/, ...: DIR/tasks when it exists, else DIR.
 std::filesystem::path submission_tasks_root(const std::filesystem::path& submission);
 
+// The compile runs in the sandbox's compile jail (sandbox.h): it sees the kit's sources and build
+// tree but not solutions/, the grader's mutants, what they built, .git or the results folder.
 SubmissionBuild build_submission(const std::filesystem::path& submission, const std::vector<std::string>& exercises,
-                                 const std::filesystem::path& source_dir, const std::filesystem::path& build_dir);
+                                 const std::filesystem::path& source_dir, const std::filesystem::path& build_dir,
+                                 const Sandbox& sandbox, const std::filesystem::path& results_dir);
 
 }  // namespace dtlab::grader

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dtlab builds and runs with, when any is missing, and points the
 # system BLAS at OpenBLAS. Safe to run again: with everything in place it only checks.
-# Usage: scripts/setup.sh [--with-real-text] [--torch [VERSION]]
+# Usage: scripts/setup.sh [--with-real-text] [--torch [VERSION]] [--fuzz]
 #
 # --torch [VERSION]: also installs PyPI's torch (default: the pinned version below) into the
 # project-local venv .torch/venv (nothing outside the repository changes), for
@@ -24,8 +24,13 @@
 #                                           clean sans-serif font
 #   git                                     provenance of every grade (the commit) and the
 #                                           student release (the tracked files)
+#   bubblewrap                              the grader's sandbox for student code (Note [The
+#                                           sandbox] in grader/sandbox.h): namespaces without root
 # Only with --torch:
 #   python3-venv                            the project-local venv that holds PyPI's torch
+# Only with --fuzz:
+#   clang-14 libclang-rt-14-dev             libFuzzer and the sanitizers' runtime, for `make
+#                                           fuzz` and `make fuzz-replay` (docs/FUZZING.md)
 # Only with --with-real-text:
 #   trans-de-en                             the Ding German-English dictionary, whose example
 #                                           sentences dtlab-translation-data turns into a real
@@ -40,7 +45,7 @@ set -euo pipefail
 
 packages=(g++ make cmake ninja-build pkg-config libtorch-dev libopenblas0-openmp libcli11-dev
           libgloo-dev nlohmann-json3-dev libfmt-dev libutf8proc-dev libgtest-dev
-          gnuplot-nox fonts-liberation git)
+          gnuplot-nox fonts-liberation git bubblewrap)
 
 # The LibTorch 2.x that CI tests beside Debian's 1.13. Move the pin here (and nowhere else).
 torch_pin=2.15.0
@@ -48,11 +53,12 @@ torch_version=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --with-real-text) packages+=(trans-de-en) ;;
+    --fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
     --torch)
       torch_version=$torch_pin
       if [[ $# -gt 1 && "$2" =~ ^[0-9]+\.[0-9]+(\.[0-9]+)?$ ]]; then torch_version=$2; shift; fi
       packages+=(python3-venv) ;;
-    *) echo "setup: unknown option $1 (the options are --with-real-text and --torch [VERSION])" >&2; exit 2 ;;
+    *) echo "setup: unknown option $1 (the options are --with-real-text, --torch [VERSION] and --fuzz)" >&2; exit 2 ;;
   esac
   shift
 done

@@ -171,7 +171,7 @@ TEST(Dp, ATrainOrderOutsideTheDataSetNamesTheFileAndTheEntry) {
   args.insert(args.end(), {"--train_order", (dir / "order.json").string()});
   const ProcessResult r = run_process(args, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find((dir / "order.json").string() + ": entry 2 is 400, not an index of the 400 training pairs"),
+  EXPECT_NE(r.output.find((dir / "order.json").string() + ": entry 2 is 400, not an index of the 400 training examples"),
             std::string::npos) << r.output;
 }
 

@@ -42,9 +42,8 @@ const std::vector<Mutant> kTask2bMutants = {
 // gradient existed at all; these are the mistakes its checks could not see, and more.
 const std::vector<Mutant> kDpMutants = {
     {"dp", "whole_dataset", "partition", "wrong number", "reads all 5000 examples", 120},
-    {"dp", "whole_dataset", "gradients", "wrong number", "does each rank read its own part", 120},
     {"dp", "overlapping_parts", "partition", "wrong number", "is read by ranks 0 and 1", 120},
-    {"dp", "overlapping_parts", "gradients", "wrong number", "does each rank read its own part", 120},
+    {"dp", "strided_parts", "partition", "wrong number", "does not read part 0 of the seed's shuffle", 120},
     {"dp", "seed_per_rank", "partition", "wrong number", "the parts must be disjoint", 120},
     {"dp", "seed_ignored", "partition", "wrong number", "of the seed's shuffle", 120},
     {"dp", "seed_always_42", "partition", "wrong number", "--seed 7 gives the same parts as --seed 42", 120},
@@ -123,6 +122,7 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
 // is graded on the four checks that share its runs, and each check must end as its bug implies,
 // with words a student can act on where it fails.
 struct FairCase {
+  std::string exercise;
   std::string mutant;
   std::map<std::string, std::string> outcome;  // check -> outcome
   std::map<std::string, std::string> words;    // check -> what its message must say
@@ -130,36 +130,47 @@ struct FairCase {
 
 const std::vector<FairCase> kFairCases = {
     // Ranks that skip the gradient all_reduce: the ranks disagree; what they read and start from is right.
-    {"only_rank0_syncs",
+    {"task2b", "only_rank0_syncs",
      {{"sampler", "passed"}, {"broadcast", "passed"}, {"gradients", "ranks disagree"}, {"losses-2", "ranks disagree"}},
      // Rank 0 meets the others' loss all_reduce with its gradient all_reduce: named, not a crash.
      {{"losses-2", "rank 0: all_reduce #42 (gradients) float32 [662, 128]; rank 1: all_reduce #42 (loss) float32 [1]"},
       {"gradients", "rank 1: all_reduce"}}},
     // Half the parameters averaged: the other half differs between ranks.
-    {"half_synced",
+    {"task2b", "half_synced",
      {{"sampler", "passed"}, {"broadcast", "passed"}, {"gradients", "wrong number"}, {"losses-2", "wrong number"}},
      {{"gradients", "every rank must end with the same averaged gradient"},
       {"losses-2", "Step 1 agrees, so the update differs"}}},
     // MAX instead of SUM: the ranks agree, on the wrong gradient.
-    {"max_not_sum",
+    {"task2b", "max_not_sum",
      {{"sampler", "passed"}, {"broadcast", "passed"}, {"gradients", "wrong number"}, {"losses-2", "wrong number"}},
      {{"gradients", "differs from the full-batch gradient"}, {"losses-2", "Step 1 agrees, so the update differs"}}},
     // Broadcast from rank 1: the ranks agree, on rank 1's weights; only the broadcast check can tell
     // (its run draws different weights per rank; the others start every rank from the checkpoint).
-    {"broadcast_from_rank1",
+    {"task2b", "broadcast_from_rank1",
      {{"sampler", "passed"}, {"broadcast", "wrong number"}, {"gradients", "passed"}, {"losses-2", "passed"}},
      {{"broadcast", "broadcast from rank 0, not from another rank"}}},
+    // dp: a valid cut of the shuffle that is not the seed's (every world-th example): the partition
+    // check fails; the ranks average what they read correctly, and the reference reads the same.
+    {"dp", "strided_parts",
+     {{"partition", "wrong number"}, {"gradients", "passed"}, {"losses-2", "passed"}},
+     {{"partition", "does not read part 0 of the seed's shuffle"}}},
+    // Every rank reads the whole data set: caught by the partition check, and only there.
+    {"dp", "whole_dataset",
+     {{"partition", "wrong number"}, {"gradients", "passed"}, {"losses-2", "passed"}},
+     {{"partition", "reads all 5000 examples"}}},
 };
 
 class FairGrading : public ::testing::TestWithParam<FairCase> {};
 
 TEST_P(FairGrading, EachCheckEndsAsTheBugImplies) {
   const FairCase& c = GetParam();
-  const auto dir = dtlab::test::fresh_temp_dir("mutant-fair-" + c.mutant);
+  const auto dir = dtlab::test::fresh_temp_dir("mutant-fair-" + c.exercise + "-" + c.mutant);
   ::setenv("DTLAB_MUTANT", c.mutant.c_str(), 1);
+  std::string checks;
+  for (const auto& [check, outcome] : c.outcome) checks += (checks.empty() ? "" : ",") + check;
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_GRADER_BIN, "check", "task2b", "--only", "sampler,broadcast,gradients,losses-2", "--use-binary",
-       std::string("task2b=") + DTLAB_TASK2B_MUTANTS_BIN, "--results", dir.string(), "--timeout",
+      {DTLAB_GRADER_BIN, "check", c.exercise, "--only", checks, "--use-binary",
+       c.exercise + "=" + mutants_binary(c.exercise), "--results", dir.string(), "--timeout",
        std::to_string(kTimeout), "--threads", "1"},
       300);
   ::unsetenv("DTLAB_MUTANT");
@@ -168,7 +179,7 @@ TEST_P(FairGrading, EachCheckEndsAsTheBugImplies) {
   const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
   std::map<std::string, std::string> outcome, output;
   for (const auto& t : results.at("tests")) {
-    const std::string check = t.at("extra_data").at("check").get<std::string>().substr(std::string("task2b/").size());
+    const std::string check = t.at("extra_data").at("check").get<std::string>().substr(c.exercise.size() + 1);
     outcome[check] = t.at("extra_data").at("outcome");
     output[check] = t.at("output");
   }
@@ -187,7 +198,7 @@ std::string test_name(const ::testing::TestParamInfo<Mutant>& p) {
 INSTANTIATE_TEST_SUITE_P(Task2b, GraderMutants, ::testing::ValuesIn(kTask2bMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Dp, GraderMutants, ::testing::ValuesIn(kDpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Pipeline, GraderMutants, ::testing::ValuesIn(kPipelineMutants), test_name);
-INSTANTIATE_TEST_SUITE_P(Task2b, FairGrading, ::testing::ValuesIn(kFairCases),
-                         [](const ::testing::TestParamInfo<FairCase>& p) { return p.param.mutant; });
+INSTANTIATE_TEST_SUITE_P(Fair, FairGrading, ::testing::ValuesIn(kFairCases),
+                         [](const ::testing::TestParamInfo<FairCase>& p) { return p.param.exercise + "_" + p.param.mutant; });
 
 }  // namespace

@@ -55,6 +55,13 @@ PartitionLoader partition_dataset(int rank, int world_size, const train::Dataset
   if (mutant("seed_per_rank")) seed += static_cast<uint64_t>(rank);  // each rank draws its own shuffle
   const DataPartitioner partitioner(dataset, sizes, seed);
   if (mutant("overlapping_parts")) return {partitioner.use(rank / 2), per_rank};  // ranks 0, 1 share part 0
+  if (mutant("strided_parts")) {  // a valid cut, not the seed's: every world-th example of the shuffle
+    const std::vector<int64_t> shuffled = data::shuffled_indices(dataset.size(), seed);
+    const auto length = static_cast<size_t>((1.0 / world_size) * static_cast<double>(dataset.size()));
+    std::vector<int64_t> mine;
+    for (size_t i = 0; i < length; ++i) mine.push_back(shuffled.at(i * static_cast<size_t>(world_size) + static_cast<size_t>(rank)));
+    return {Partition(dataset, mine), per_rank};
+  }
   Partition mine = partitioner.use(rank);
   if (mutant("uneven_parts") && rank == 0) {  // rank 0 also takes what the cuts left over, and more
     std::vector<int64_t> more = mine.indices();

@@ -10,6 +10,18 @@
 #include <string>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <new>
+#include <vector>
+
 #include "dtlab/tasks/task2b.h"
 
 namespace dtlab::task2b {
@@ -20,9 +32,109 @@ bool mutant(const char* name) {
   return m && std::string(m) == name;
 }
 
+std::vector<std::string> split(const char* text) {
+  std::vector<std::string> out;
+  std::string s = text ? text : "";
+  for (size_t start = 0; start < s.size();) {
+    const size_t colon = std::min(s.find(':', start), s.size());
+    if (colon > start) out.push_back(s.substr(start, colon - start));
+    start = colon + 1;
+  }
+  return out;
+}
+
+// Note [Hostile submissions]: attacks on the grader (grader_hostile_test), one per DTLAB_MUTANT,
+// run by every rank before anything else when DTLAB_ATTACK is set. DTLAB_ATTACK_TARGETS names files outside the run's
+// scratch folder (the solutions, the grader's results, a file of the test's), DTLAB_ATTACK_ADDRESSES
+// listeners of the test ("ip-port"). What an attack manages to do it records in its output folder
+// (escaped.txt), where the grader would see it.
+void record(const std::string& output_dir, const std::string& what) {
+  std::ofstream(output_dir + "/escaped.txt", std::ios::app) << what << "\n";
+}
+
+void attack(const dist::Settings& settings, const std::string& output_dir) {
+  std::filesystem::create_directories(output_dir);
+  const auto targets = split(std::getenv("DTLAB_ATTACK_TARGETS"));
+  if (mutant("escape")) {  // read the answers, write outside, reach the network
+    for (const auto& t : targets) {
+      std::ifstream in(t);
+      std::string line;
+      if (in && std::getline(in, line)) record(output_dir, "read " + t);
+      if (std::ofstream(t, std::ios::app) << "attacked\n") record(output_dir, "wrote " + t);
+    }
+    for (const auto& address : split(std::getenv("DTLAB_ATTACK_ADDRESSES"))) {
+      const size_t at = address.rfind('-');
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(at + 1))));
+      ::inet_pton(AF_INET, address.substr(0, at).c_str(), &a.sin_addr);
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) record(output_dir, "connected " + address);
+      ::close(fd);
+    }
+  }
+  if (mutant("daemon") && settings.rank == 0 && ::fork() == 0) {
+    // A daemon that outlives its rank, ignores SIGTERM and keeps writing "full marks" where the
+    // grader reads, and into every target, for two minutes.
+    ::setsid();
+    std::signal(SIGTERM, SIG_IGN);
+    std::signal(SIGHUP, SIG_IGN);
+    for (int i = 0; i < 1200; ++i) {
+      std::ofstream(output_dir + "/results.json") << R"({"hacked": "full marks"})";
+      for (const auto& t : targets) std::ofstream(t) << R"({"hacked": "full marks"})";
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::_exit(0);
+  }
+  if (mutant("link_results") && settings.rank == 0) {
+    // When the rank exits (after the driver wrote them): results.json a link to a secret, the dump
+    // a FIFO that blocks whoever opens it.
+    static std::string out;
+    static std::string target;
+    out = output_dir;
+    target = targets.empty() ? "/etc/passwd" : targets.front();
+    std::atexit([] {
+      ::unlink((out + "/results.json").c_str());
+      (void)!::symlink(target.c_str(), (out + "/results.json").c_str());
+      ::mkfifo((out + "/timeline.json").c_str(), 0644);
+    });
+  }
+  if (mutant("fork_bomb") && settings.rank == 1) {
+    while (true) {
+      if (::fork() < 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  if (mutant("memory_bomb") && settings.rank == 1) {
+    std::vector<char*> blocks;
+    while (true) {
+      char* block = new char[1 << 28];
+      for (size_t i = 0; i < (1u << 28); i += 4096) block[i] = 1;  // touched: real memory
+      blocks.push_back(block);
+    }
+  }
+  if (mutant("fill_disk") && settings.rank == 0) {
+    // Files of 200 MiB (under the file size limit) until the disk is full, then on as usual.
+    const std::string chunk(1 << 20, 'x');
+    for (int f = 0; f < 64; ++f) {
+      std::ofstream big(output_dir + "/fill" + std::to_string(f) + ".bin", std::ios::binary);
+      for (int i = 0; i < 200 && big; ++i) big.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      if (!big.flush()) break;
+    }
+  }
+  if (mutant("flood_output") && settings.rank == 0) {
+    const std::string line(1023, 'y');
+    for (int i = 0; i < (1 << 20); ++i) std::puts(line.c_str());
+  }
+  if (mutant("kill_everything") && settings.rank == 0) ::kill(-1, SIGKILL);  // the launcher too
+}
+
 }  // namespace
 
-std::unique_ptr<dist::Group> setup(const dist::Settings& settings) { return dist::init_process_group(settings); }
+std::unique_ptr<dist::Group> setup(const dist::Settings& settings) {
+  // The sandbox's HOME is the run's scratch folder, whose output/ the grader brings back.
+  if (std::getenv("DTLAB_ATTACK") && std::getenv("HOME")) attack(settings, std::string(std::getenv("HOME")) + "/output");
+  return dist::init_process_group(settings);
+}
 
 void broadcast_parameters(torch::nn::Module& model, dist::Group& group) {
   if (mutant("no_broadcast")) return;

@@ -55,7 +55,12 @@ void add_glue_flags(CLI::App& app, GlueOptions& o, GlueMode mode) {
                  "Grading aid: write each rank's parameters, synchronised gradients and data "
                  "shard at --dump_step to DIR/rank<r>.safetensors");
   app.add_option("--dump_step", o.dump_step, "The step --dump_dir records")->capture_default_str();
-  if (mode == GlueMode::kSingle) return;
+  if (mode == GlueMode::kSingle) {
+    app.add_option("--train_order", o.train_order,
+                   "Grading aid: a JSON array of training-set indices read in this order every "
+                   "epoch instead of a shuffle")->check(CLI::ExistingFile);
+    return;
+  }
   dist::add_launch_flags(app, o.launch);
   app.add_option("--global_batch_size", o.global_batch_size,
                  "Examples per step over all ranks; each rank takes global / world_size "

@@ -15,6 +15,7 @@
 #include "dtlab/train/loop.h"
 #include "dtlab/train/rank_dump.h"
 #include "dtlab/train/runtime.h"
+#include "dtlab/train/train_order.h"
 
 namespace fs = std::filesystem;
 
@@ -212,11 +213,20 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
                 std::to_string(state.model->config().vocab_size));
   }
 
+  // What is read: the whole set (shuffled by the sampler), or --train_order's examples in order.
+  const FeaturesDataset all_examples(train_set);
+  std::unique_ptr<train::OrderedExamples> ordered;
+  if (!o.train_order.empty()) {
+    ordered = std::make_unique<train::OrderedExamples>(
+        all_examples, train::read_train_order(o.train_order, static_cast<int64_t>(train_set.size())));
+  }
+  const train::Dataset& examples = ordered ? static_cast<const train::Dataset&>(*ordered) : all_examples;
+
   train::LoopPlan plan;
   plan.batch_per_rank = batch_per_rank(o, run.world());
-  plan.sampler = ex.data_parallel ? ex.data_parallel->make_sampler(train_set.size(), *run.group, o.seed)
-                                  : data::SamplerOptions{train_set.size(), 1, 0, /*shuffle=*/true, o.seed};
-  train::plan_steps(plan, o.do_train ? train_set.size() : 0, run.world(), o.num_train_epochs, o.max_steps);
+  plan.sampler = ex.data_parallel ? ex.data_parallel->make_sampler(examples.size(), *run.group, o.seed)
+                                  : data::SamplerOptions{examples.size(), 1, 0, /*shuffle=*/!ordered, o.seed};
+  train::plan_steps(plan, o.do_train ? examples.size() : 0, run.world(), o.num_train_epochs, o.max_steps);
   plan.evaluate = o.do_eval;
   plan.log_first_steps = o.log_first_steps;
   plan.progress_seconds = o.progress_seconds;
@@ -244,7 +254,7 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
                  load_report.describe(o.model_name_or_path));
   }
   if (o.do_train) {
-    train_loop(run, state, FeaturesDataset(train_set), plan, choose_step(o, ex, run, state, *sync, plan),
+    train_loop(run, state, examples, plan, choose_step(o, ex, run, state, *sync, plan),
                after_epoch, results, results_path);
   } else {
     report::EpochRecord record;

@@ -25,6 +25,7 @@
 #include "dtlab/report/results.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/rank_dump.h"
+#include "dtlab/train/train_order.h"
 #include "dtlab/train/runtime.h"
 
 namespace fs = std::filesystem;
@@ -106,38 +107,6 @@ std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExe
   return sync;
 }
 
-// A view of the training set through a list of its indices (--train_order).
-class OrderedExamples final : public train::Dataset {
- public:
-  OrderedExamples(const train::Dataset& all, std::vector<int64_t> order) : all_(all), order_(std::move(order)) {}
-  int64_t size() const override { return static_cast<int64_t>(order_.size()); }
-  data::Batch batch(const std::vector<int64_t>& rows) const override {
-    std::vector<int64_t> examples;
-    for (int64_t row : rows) examples.push_back(order_.at(static_cast<size_t>(row)));
-    return all_.batch(examples);
-  }
-
- private:
-  const train::Dataset& all_;
-  std::vector<int64_t> order_;
-};
-
-std::vector<int64_t> read_train_order(const std::string& path, int64_t dataset_size) {
-  const nlohmann::json j = io::read_json_file(path);
-  if (!j.is_array() || j.empty()) {
-    throw Error("--train_order " + path + ": expected a non-empty JSON array of training-set indices");
-  }
-  std::vector<int64_t> order;
-  for (size_t i = 0; i < j.size(); ++i) {
-    if (!j[i].is_number_integer() || j[i].get<int64_t>() < 0 || j[i].get<int64_t>() >= dataset_size) {
-      throw Error(fmt::format("--train_order {}: entry {} is {}, not an index of the {} training pairs", path, i,
-                              j[i].dump(), dataset_size));
-    }
-    order.push_back(j[i].get<int64_t>());
-  }
-  return order;
-}
-
 // What this rank reads: a data-parallel exercise's share, read in order; with --train_order
 // that order of the whole set; otherwise the whole set, shuffled afresh every epoch.
 struct Reading {
@@ -184,8 +153,8 @@ Reading rank_reading(const LmOptions& o, const LmExercise& ex, train::Run& run, 
     return {std::move(share), false};
   }
   if (!o.train_order.empty()) {
-    std::vector<int64_t> order = read_train_order(o.train_order, all.size());
-    auto view = std::make_shared<OrderedExamples>(all, order);
+    std::vector<int64_t> order = train::read_train_order(o.train_order, all.size());
+    auto view = std::make_shared<train::OrderedExamples>(all, order);
     return {{std::move(view), std::move(order), o.per_device_batch_size}, false};
   }
   std::vector<int64_t> identity(static_cast<size_t>(all.size()));

@@ -23,8 +23,8 @@ struct InterfaceCounters {
   uint64_t tx_packets = 0;
 };
 
-// Reads /sys/class/net/<interface>/statistics/{rx_bytes,tx_bytes,rx_packets,tx_packets}.
-// The counters are those of the calling process's network namespace.
+// Reads the interface's rx/tx bytes and packets from /proc/self/net/dev: the counters of the
+// calling process's network namespace (Note [Counters of the process's namespace] in netdev.cpp).
 // Throws dtlab::Error naming the interface and the file when a file is missing or unreadable;
 // the message lists the interfaces that do exist (e.g. "... (interfaces here: eth0, lo)").
 InterfaceCounters read_counters(const std::string& interface);

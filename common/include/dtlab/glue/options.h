@@ -42,6 +42,9 @@ struct GlueOptions {
   // clipping) and the examples it reads (see train/rank_dump.h). Needs the kit's step.
   std::string dump_dir;
   int dump_step = 1;
+  // Grading aid of a single process (train/train_order.h): the training examples read in this
+  // order (a JSON array of indices), unshuffled, every epoch.
+  std::string train_order;
 
   // Distributed exercises only.
   dist::LaunchFlags launch;
