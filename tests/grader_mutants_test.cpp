@@ -149,6 +149,11 @@ const std::vector<FairCase> kFairCases = {
     {"task2b", "broadcast_from_rank1",
      {{"sampler", "passed"}, {"broadcast", "wrong number"}, {"gradients", "passed"}, {"losses-2", "passed"}},
      {{"broadcast", "broadcast from rank 0, not from another rank"}}},
+    // Every rank takes rank 0's shard: the sampler check fails; the gradient and loss checks
+    // compare with one process on what the ranks read, and the ranks average that correctly.
+    {"task2b", "overlapping_shards",
+     {{"sampler", "wrong number"}, {"broadcast", "passed"}, {"gradients", "passed"}, {"losses-2", "passed"}},
+     {{"sampler", "read by more than one rank"}}},
     // dp: a valid cut of the shuffle that is not the seed's (every world-th example): the partition
     // check fails; the ranks average what they read correctly, and the reference reads the same.
     {"dp", "strided_parts",
