@@ -260,3 +260,16 @@ clean:
 .PHONY: gpu-check
 gpu-check:
 	scripts/gpu_check.sh $(if $(filter-out system,$(TORCH)),--torch $(if $(filter pip,$(TORCH)),$(CURDIR)/.torch/venv,$(abspath $(TORCH))))
+
+# Fuzzing the readers of outside input (docs/FUZZING.md): libFuzzer harnesses built with clang 14
+# outside the kit's build, without LibTorch, into build-fuzz/ (fuzz/run.sh). `make fuzz` fuzzes
+# each target in turn for FUZZ_SECONDS (findings in build-fuzz/artifacts/, new inputs in
+# build-fuzz/corpus/); `make fuzz-replay` runs each committed corpus once (-runs=0), as CI does.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= 1
+.PHONY: fuzz fuzz-replay
+fuzz:
+	JOBS=$(FUZZ_JOBS) fuzz/run.sh fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS)
+fuzz-replay:
+	JOBS=$(FUZZ_JOBS) fuzz/run.sh replay $(FUZZ_BUILD)

@@ -3,38 +3,12 @@
 #include "dtlab/data/glue.h"
 
 #include <algorithm>
-#include <cctype>
 #include <fstream>
+#include <sstream>
 
 #include "dtlab/core/error.h"
 
 namespace dtlab::data {
-namespace {
-
-constexpr size_t kRteFields = 4;  // index, sentence1, sentence2, label
-
-std::vector<std::string> split_tabs(const std::string& line) {
-  std::vector<std::string> fields;
-  size_t start = 0;
-  while (true) {
-    const size_t tab = line.find('\t', start);
-    fields.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
-    if (tab == std::string::npos) return fields;
-    start = tab + 1;
-  }
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-}  // namespace
-
-GlueTask glue_task(const std::string& name) {
-  if (lower(name) == "rte") return {"rte", {"entailment", "not_entailment"}};
-  throw Error("--task_name " + name + " is not supported: the kit provides RTE");
-}
 
 std::vector<InputExample> read_rte_examples(const std::filesystem::path& tsv,
                                             const std::string& set_type) {
@@ -43,34 +17,10 @@ std::vector<InputExample> read_rte_examples(const std::filesystem::path& tsv,
     throw Error("cannot open " + tsv.string() + ": --data_dir must hold RTE's train.tsv and "
                 "dev.tsv (run dtlab-fixtures for the offline data set)");
   }
-  const std::vector<std::string> labels = glue_task("rte").labels;
-  std::vector<InputExample> examples;
-  std::string line;
-  size_t line_number = 0;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::string where = tsv.string() + ":" + std::to_string(line_number) + ": ";
-    const std::vector<std::string> fields = split_tabs(line);
-    if (line_number == 1) {
-      if (fields.size() != kRteFields || fields[0] != "index") {
-        throw Error(where + "expected the header line \"index<TAB>sentence1<TAB>sentence2<TAB>label\"");
-      }
-      continue;
-    }
-    if (fields.size() != kRteFields) {
-      throw Error(where + "expected 4 tab-separated fields (index, sentence1, sentence2, label), "
-                  "found " + std::to_string(fields.size()));
-    }
-    const auto label = std::find(labels.begin(), labels.end(), fields[3]);
-    if (label == labels.end()) {
-      throw Error(where + "label \"" + fields[3] + "\" is not entailment or not_entailment");
-    }
-    examples.push_back({set_type + "-" + fields[0], fields[1], fields[2],
-                        static_cast<int64_t>(label - labels.begin())});
-  }
-  if (line_number == 0) throw Error(tsv.string() + ": the file is empty (expected a header line)");
-  return examples;
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error("cannot read " + tsv.string());
+  return parse_rte_tsv(text.str(), tsv.string(), set_type);
 }
 
 Features convert_examples_to_features(const std::vector<InputExample>& examples,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "dtlab/core/error.h"
@@ -24,38 +25,6 @@ std::string folder_contents_hint() {
          "scripts/fetch_iwslt14.sh the original)";
 }
 
-bool is_blank(const std::string& line) {
-  return std::all_of(line.begin(), line.end(),
-                     [](unsigned char c) { return c == ' ' || c == '\t' || c == '\r'; });
-}
-
-std::string string_field(const nlohmann::json& object, const char* key, const std::string& where) {
-  const auto it = object.find(key);
-  if (it == object.end()) {
-    throw Error(where + "no \"" + key + "\" key (each line must be {\"de\": ..., \"en\": ...})");
-  }
-  if (!it->is_string()) {
-    throw Error(where + "\"" + key + "\" is a " + it->type_name() + ", expected a string");
-  }
-  return it->get<std::string>();
-}
-
-TranslationPair parse_line(const std::string& line, const std::string& where) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(where + "not valid JSON at column " + std::to_string(e.byte) + " (" + e.what() + ")");
-  }
-  if (!j.is_object()) {
-    throw Error(where + "expected a JSON object {\"de\": ..., \"en\": ...}, found " + j.type_name());
-  }
-  // Hugging Face's Dataset.to_json keeps the pair under "translation".
-  const auto wrapped = j.find("translation");
-  if (wrapped != j.end() && wrapped->is_object()) j = *wrapped;
-  return {string_field(j, kSource, where), string_field(j, kTarget, where)};
-}
-
 }  // namespace
 
 const std::vector<std::string>& translation_splits() {
@@ -67,19 +36,10 @@ std::vector<TranslationPair> read_translation_split(const fs::path& dir, const s
   const fs::path path = dir / (split + ".jsonl");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open " + path.string() + ": " + folder_contents_hint());
-  std::vector<TranslationPair> pairs;
-  std::string line;
-  size_t line_number = 0;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (is_blank(line)) continue;
-    pairs.push_back(parse_line(line, path.string() + ":" + std::to_string(line_number) + ": "));
-  }
+  std::ostringstream text;
+  text << in.rdbuf();
   if (in.bad()) throw Error("cannot read " + path.string());
-  if (pairs.empty()) {
-    throw Error(path.string() + ": no examples (the file is empty); " + folder_contents_hint());
-  }
-  return pairs;
+  return parse_translation_jsonl(text.str(), path.string(), folder_contents_hint());
 }
 
 void write_translation_split(const fs::path& dir, const std::string& split,

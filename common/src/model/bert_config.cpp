@@ -48,7 +48,7 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& sou
       c.problem_type != "regression") {
     // multi_label_classification trains with a sigmoid per label (BCEWithLogitsLoss), which the
     // kit does not implement: training it with cross-entropy would be silently wrong.
-    throw Error(source + ": \"problem_type\": \"" + c.problem_type + "\" is not supported (supported: "
+    throw Error(source + ": \"problem_type\": \"" + io::printable(c.problem_type) + "\" is not supported (supported: "
                 "\"single_label_classification\", \"regression\", or none)");
   }
   // Hugging Face derives num_labels from id2label when it is there (save_pretrained writes
@@ -60,7 +60,7 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& sou
   }
   if (j.contains("position_embedding_type") &&
       j.at("position_embedding_type") != nlohmann::json("absolute")) {
-    throw Error(source + ": position_embedding_type " + j.at("position_embedding_type").dump() +
+    throw Error(source + ": position_embedding_type " + io::json_excerpt(j.at("position_embedding_type")) +
                 " is not supported (only \"absolute\")");
   }
   for (const char* flag : {"is_decoder", "add_cross_attention"}) {
@@ -87,7 +87,7 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& sou
                 std::to_string(c.num_attention_heads));
   }
   if (c.hidden_act != "gelu" && c.hidden_act != "gelu_new" && c.hidden_act != "relu") {
-    throw Error(source + ": hidden_act \"" + c.hidden_act +
+    throw Error(source + ": hidden_act \"" + io::printable(c.hidden_act) +
                 "\" is not supported (gelu, gelu_new, relu)");
   }
   require_probability(c.hidden_dropout_prob, "hidden_dropout_prob", source);

@@ -59,7 +59,7 @@ Gpt2Config Gpt2Config::from_json(const nlohmann::json& j, const std::string& sou
     throw Error(source + ": \"add_cross_attention\": true is not supported (decoder-only GPT-2)");
   }
   if (j.contains("model_type") && j.at("model_type") != nlohmann::json("gpt2")) {
-    throw Error(source + ": model_type " + j.at("model_type").dump() +
+    throw Error(source + ": model_type " + io::json_excerpt(j.at("model_type")) +
                 " is not \"gpt2\": is this a GPT-2 model folder?");
   }
   for (const auto& [key, value] : j.items()) {
@@ -78,7 +78,7 @@ Gpt2Config Gpt2Config::from_json(const nlohmann::json& j, const std::string& sou
                 std::to_string(c.n_head));
   }
   if (c.activation_function != "gelu_new") {
-    throw Error(source + ": activation_function \"" + c.activation_function +
+    throw Error(source + ": activation_function \"" + io::printable(c.activation_function) +
                 "\" is not supported (supported: gelu_new)");
   }
   require_probability(c.resid_pdrop, "resid_pdrop", source);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtlab/core/error.h"
+#include "dtlab/io/excerpt.h"
 #include "dtlab/io/file.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/tokenizer/unicode.h"
@@ -87,16 +88,16 @@ void split_on_punctuation(const std::u32string& word, std::vector<std::u32string
 
 // The lines of vocab.txt as Python's text-mode readlines() sees them: "\n", "\r\n" and a lone
 // "\r" all end a line (universal newlines), and an empty line is a token like any other.
-std::vector<std::string> split_vocab_lines(const std::string& bytes, const fs::path& path) {
+std::vector<std::string> split_vocab_lines(std::string_view bytes, const fs::path& path) {
   std::vector<std::string> lines;
   size_t start = 0;
   while (start < bytes.size()) {
     size_t end = bytes.find_first_of("\r\n", start);
-    if (end == std::string::npos) {
-      lines.push_back(bytes.substr(start));
+    if (end == std::string_view::npos) {
+      lines.emplace_back(bytes.substr(start));
       break;
     }
-    lines.push_back(bytes.substr(start, end - start));
+    lines.emplace_back(bytes.substr(start, end - start));
     start = end + (bytes.compare(end, 2, "\r\n") == 0 ? 2 : 1);
   }
   // Python would fail to decode the file; we say where.
@@ -156,7 +157,7 @@ BertTokenizer::BertTokenizer(std::vector<std::string> vocab, BertTokenizerOption
   auto id_of = [&](const std::string& token, const char* role) {
     const auto it = ids_.find(token);
     if (it == ids_.end())
-      throw Error(std::string(role) + " \"" + token + "\" is not in the vocabulary (" +
+      throw Error(std::string(role) + " \"" + io::printable(token) + "\" is not in the vocabulary (" +
                   std::to_string(vocab_.size()) + " entries)");
     return it->second;
   };
@@ -179,13 +180,22 @@ BertTokenizer BertTokenizer::from_pretrained(const fs::path& dir) {
                 "Face BERT folder (vocab.txt, optionally tokenizer_config.json), or run "
                 "dtlab-fixtures to make the offline one");
   }
-  std::vector<std::string> vocab = split_vocab_lines(io::read_file(vocab_path), vocab_path);
+  const fs::path config_path = dir / kBertConfigFile;
+  std::optional<std::string> config_text;
+  if (fs::exists(config_path)) config_text = io::read_file(config_path);
+  return from_texts(dir, io::read_file(vocab_path), config_text);
+}
+
+BertTokenizer BertTokenizer::from_texts(const fs::path& dir, std::string_view vocab_txt,
+                                        const std::optional<std::string>& tokenizer_config_json) {
+  const fs::path vocab_path = dir / kBertVocabFile;
+  std::vector<std::string> vocab = split_vocab_lines(vocab_txt, vocab_path);
 
   BertTokenizerOptions options;
   std::optional<bool> do_lower_case;
   const fs::path config_path = dir / kBertConfigFile;
-  if (fs::exists(config_path)) {
-    const nlohmann::json config = io::read_json_file(config_path);
+  if (tokenizer_config_json) {
+    const nlohmann::json config = io::parse_json_text(*tokenizer_config_json, config_path.string());
     if (!config.is_object()) throw Error(config_path.string() + ": expected a JSON object");
     do_lower_case = optional_bool(config, "do_lower_case", config_path);
     options.strip_accents = optional_bool(config, "strip_accents", config_path);

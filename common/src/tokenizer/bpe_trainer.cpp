@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtlab/core/error.h"
+#include "dtlab/io/excerpt.h"
 #include "dtlab/io/file.h"
 #include "dtlab/tokenizer/byte_level.h"
 #include "dtlab/tokenizer/unicode.h"
@@ -116,7 +117,8 @@ TrainedBpe BpeTrainer::train() const {
   for (const std::string& token : options_.special_tokens) {
     if (token.empty()) throw Error("BPE training: a special token is empty");
     if (!unicode::is_valid_utf8(token))
-      throw Error("BPE training: special token \"" + token + "\" is not valid UTF-8");
+      throw Error("BPE training: special token \"" + io::printable(token) +
+                  "\" is not valid UTF-8");
     add_entry(token);
   }
   std::vector<int32_t> byte_id(byte_level::kByteCount);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtlab/core/error.h"
+#include "dtlab/io/excerpt.h"
 #include "dtlab/io/file.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/tokenizer/byte_level.h"
@@ -94,24 +95,24 @@ void split_on_added(std::string_view text,
 }
 
 // vocab.json: {"entry": id, ...} with the ids 0..N-1, each once.
-std::vector<std::string> read_vocab_json(const fs::path& path) {
-  const nlohmann::json j = io::read_json_file(path);
+std::vector<std::string> read_vocab_json(const std::string& text, const fs::path& path) {
+  const nlohmann::json j = io::parse_json_text(text, path.string());
   if (!j.is_object() || j.empty())
     throw Error(path.string() + ": expected a non-empty JSON object {\"entry\": id, ...}");
   std::vector<std::string> vocab(j.size());
   std::vector<bool> seen(j.size(), false);
   for (const auto& [token, value] : j.items()) {
     if (!value.is_number_integer())
-      throw Error(path.string() + ": the id of \"" + token + "\" must be an integer, not " +
-                  value.dump());
+      throw Error(path.string() + ": the id of \"" + io::printable(token) +
+                  "\" must be an integer, not " + io::json_excerpt(value));
     const int64_t id = value.get<int64_t>();
     if (id < 0 || id >= static_cast<int64_t>(vocab.size()))
-      throw Error(path.string() + ": \"" + token + "\" has id " + std::to_string(id) +
+      throw Error(path.string() + ": \"" + io::printable(token) + "\" has id " + std::to_string(id) +
                   ", outside 0.." + std::to_string(vocab.size() - 1) +
                   " (the ids must number the entries from 0 without gaps)");
     if (seen[id])
       throw Error(path.string() + ": id " + std::to_string(id) + " is given to both \"" +
-                  vocab[id] + "\" and \"" + token + "\"");
+                  io::printable(vocab[id]) + "\" and \"" + io::printable(token) + "\"");
     seen[id] = true;
     vocab[id] = token;
   }
@@ -120,8 +121,7 @@ std::vector<std::string> read_vocab_json(const fs::path& path) {
 
 // merges.txt as GPT-2's loader reads it: a header line, then "left right" per line.
 std::vector<std::pair<std::string, std::string>> read_merges_txt(
-    const fs::path& path, const std::vector<std::string>& vocab) {
-  const std::string text = io::read_file(path);
+    const std::string& text, const fs::path& path, const std::vector<std::string>& vocab) {
   std::vector<std::string_view> lines;
   for (size_t start = 0; start < text.size();) {
     const size_t end = text.find('\n', start);
@@ -157,13 +157,14 @@ std::vector<std::pair<std::string, std::string>> read_merges_txt(
     }
     if (fields.size() != 2)
       throw Error(where + "expected two vocabulary entries separated by a space, got \"" +
-                  std::string(line) + "\"");
+                  io::printable(line) + "\"");
     for (std::string_view part : fields)
       if (!ids.count(part))
-        throw Error(where + "\"" + std::string(part) + "\" is not in " + kVocabFileName);
+        throw Error(where + "\"" + io::printable(part) + "\" is not in " + kVocabFileName);
     const std::string merged = std::string(fields[0]) + std::string(fields[1]);
     if (!ids.count(merged))
-      throw Error(where + "the merge's result \"" + merged + "\" is not in " + kVocabFileName);
+      throw Error(where + "the merge's result \"" + io::printable(merged) + "\" is not in " +
+                  kVocabFileName);
     merges.emplace_back(fields[0], fields[1]);
   }
   return merges;
@@ -182,9 +183,9 @@ std::optional<std::string> token_content(const nlohmann::json& value, const std:
   throw Error(where + " must be a string, null or {\"content\": string, ...}");
 }
 
-nlohmann::json read_optional_json(const fs::path& path) {
-  if (!fs::exists(path)) return nlohmann::json::object();
-  nlohmann::json j = io::read_json_file(path);
+nlohmann::json read_optional_json(const std::optional<std::string>& text, const fs::path& path) {
+  if (!text) return nlohmann::json::object();
+  nlohmann::json j = io::parse_json_text(*text, path.string());
   if (!j.is_object()) throw Error(path.string() + ": expected a JSON object");
   return j;
 }
@@ -196,9 +197,9 @@ struct AddedTokenFiles {
   std::vector<std::tuple<std::string, int64_t, std::string>> given_ids;  // token, id, file
 };
 
-AddedTokenFiles read_added_tokens(const fs::path& dir) {
+AddedTokenFiles read_added_tokens(const fs::path& dir, const Gpt2Tokenizer::Files& files) {
   const fs::path config_path = dir / kConfigFileName;
-  const nlohmann::json config = read_optional_json(config_path);
+  const nlohmann::json config = read_optional_json(files.tokenizer_config_json, config_path);
   const std::string config_name = config_path.string();
   AddedTokenFiles out;
   if (config.contains("add_prefix_space") && config.at("add_prefix_space").is_boolean() &&
@@ -233,7 +234,8 @@ AddedTokenFiles read_added_tokens(const fs::path& dir) {
     if (!decoder.is_object())
       throw Error(config_name + ": \"added_tokens_decoder\" must be an object {\"id\": token}");
     for (const auto& [id_text, value] : decoder.items()) {
-      const std::string where = config_name + ": added_tokens_decoder[\"" + id_text + "\"]";
+      const std::string where =
+          config_name + ": added_tokens_decoder[\"" + io::printable(id_text) + "\"]";
       int64_t id = -1;
       try {
         size_t used = 0;
@@ -252,12 +254,13 @@ AddedTokenFiles read_added_tokens(const fs::path& dir) {
   } else {
     // Hugging Face's legacy path: only without added_tokens_decoder are these files read.
     const fs::path map_path = dir / kSpecialTokensMapFileName;
-    take_keys(read_optional_json(map_path), map_path.string());
+    take_keys(read_optional_json(files.special_tokens_map_json, map_path), map_path.string());
     const fs::path added_path = dir / kAddedTokensFileName;
-    const nlohmann::json added_tokens = read_optional_json(added_path);
+    const nlohmann::json added_tokens = read_optional_json(files.added_tokens_json, added_path);
     for (const auto& [content, id] : added_tokens.items()) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0)
-        throw Error(added_path.string() + ": the id of \"" + content + "\" must be an integer");
+        throw Error(added_path.string() + ": the id of \"" + io::printable(content) +
+                    "\" must be an integer");
       by_id.push_back({id.get<int64_t>(), {content, false}});
       out.given_ids.emplace_back(content, id.get<int64_t>(), added_path.string());
     }
@@ -314,7 +317,7 @@ Gpt2Tokenizer::Gpt2Tokenizer(std::vector<std::string> vocab,
   for (size_t i = 0; i < tokens_.size(); ++i) {
     const auto [it, inserted] = ids_.emplace(tokens_[i], static_cast<int64_t>(i));
     if (!inserted)
-      throw Error("vocabulary entry \"" + tokens_[i] + "\" appears twice (ids " +
+      throw Error("vocabulary entry \"" + io::printable(tokens_[i]) + "\" appears twice (ids " +
                   std::to_string(it->second) + " and " + std::to_string(i) + ")");
   }
   for (int b = 0; b < byte_level::kByteCount; ++b) {
@@ -329,13 +332,15 @@ Gpt2Tokenizer::Gpt2Tokenizer(std::vector<std::string> vocab,
   merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
-    const std::string where = "merge " + std::to_string(rank + 1) + " (\"" + left + " " + right +
-                              "\"): ";
+    const std::string where = "merge " + std::to_string(rank + 1) + " (\"" +
+                              io::printable(left + " " + right) + "\"): ";
     for (const std::string* part : {&left, &right})
-      if (!ids_.count(*part)) throw Error(where + "\"" + *part + "\" is not in the vocabulary");
+      if (!ids_.count(*part))
+        throw Error(where + "\"" + io::printable(*part) + "\" is not in the vocabulary");
     const auto result = ids_.find(left + right);
     if (result == ids_.end())
-      throw Error(where + "the result \"" + left + right + "\" is not in the vocabulary");
+      throw Error(where + "the result \"" + io::printable(left + right) +
+                  "\" is not in the vocabulary");
     // emplace keeps the first rank of a pair listed twice.
     merges_.emplace(pair_key(ids_.at(left), ids_.at(right)),
                     MergeRule{static_cast<int64_t>(rank), result->second});
@@ -376,14 +381,27 @@ Gpt2Tokenizer Gpt2Tokenizer::from_pretrained(const fs::path& dir) {
                   "read)");
     }
   }
-  std::vector<std::string> vocab = read_vocab_json(vocab_path);
-  auto merges = read_merges_txt(merges_path, vocab);
-  AddedTokenFiles added = read_added_tokens(dir);
+  Files files;
+  files.vocab_json = io::read_file(vocab_path);
+  files.merges_txt = io::read_file(merges_path);
+  auto read_if_present = [&](const char* name, std::optional<std::string>& text) {
+    if (fs::exists(dir / name)) text = io::read_file(dir / name);
+  };
+  read_if_present(kConfigFileName, files.tokenizer_config_json);
+  read_if_present(kSpecialTokensMapFileName, files.special_tokens_map_json);
+  read_if_present(kAddedTokensFileName, files.added_tokens_json);
+  return from_texts(dir, files);
+}
+
+Gpt2Tokenizer Gpt2Tokenizer::from_texts(const fs::path& dir, const Files& files) {
+  std::vector<std::string> vocab = read_vocab_json(files.vocab_json, dir / kVocabFileName);
+  auto merges = read_merges_txt(files.merges_txt, dir / kMergesFileName, vocab);
+  AddedTokenFiles added = read_added_tokens(dir, files);
   Gpt2Tokenizer tokenizer(std::move(vocab), std::move(merges), std::move(added.options));
   for (const auto& [content, id, file] : added.given_ids) {
     const int64_t actual = tokenizer.token_to_id(content).value_or(-1);
     if (actual != id)
-      throw Error(file + ": added token \"" + content + "\" has id " + std::to_string(id) +
+      throw Error(file + ": added token \"" + io::printable(content) + "\" has id " + std::to_string(id) +
                   " there, but " + std::to_string(actual) + " with " + kVocabFileName +
                   " (tokens not in the vocabulary follow it in order)");
   }

@@ -9,31 +9,15 @@
 #include <vector>
 
 #include "dtlab/data/batch.h"
+#include "dtlab/data/glue_tsv.h"
 #include "dtlab/tokenizer/bert_tokenizer.h"
 
 namespace dtlab::data {
 
-struct InputExample {
-  std::string guid;  // "<set>-<index>", e.g. "train-17"
-  std::string text_a;
-  std::string text_b;
-  int64_t label = 0;  // index into the task's label list
-};
-
-// A GLUE task as run_glue knows it: its name, its label strings, where its files are.
-struct GlueTask {
-  std::string name;                 // canonical, e.g. "rte"
-  std::vector<std::string> labels;  // label strings in id order
-};
-
-// The task called `name` (case-insensitive). Only RTE is provided; any other name is a
-// dtlab::Error listing the supported ones.
-GlueTask glue_task(const std::string& name);
-
-// Reads DIR/train.tsv or DIR/dev.tsv of RTE: a header line "index sentence1 sentence2 label"
-// then one example per line, fields separated by tabs, no quoting. A line with the wrong number
-// of fields, a missing header or an unknown label is a dtlab::Error "FILE:LINE: ..." that says
-// what was expected.
+// Reads DIR/train.tsv or DIR/dev.tsv of RTE (parse_rte_tsv, data/glue_tsv.h, on its text): a
+// header line "index sentence1 sentence2 label" then one example per line, fields separated by
+// tabs, no quoting. A line with the wrong number of fields, a missing header or an unknown label
+// is a dtlab::Error "FILE:LINE: ..." that says what was expected.
 std::vector<InputExample> read_rte_examples(const std::filesystem::path& tsv,
                                             const std::string& set_type);
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "dtlab/data/translation_jsonl.h"
+
 namespace dtlab::data {
 
 // The data folder holds three files, one per split:
@@ -21,18 +23,10 @@ namespace dtlab::data {
 // 1,000 / 100 examples of IWSLT14 (bbaaaa/iwslt14-de-en-preprocess); dtlab-fixtures writes a
 // learnable invented set, dtlab-translation-data a real one from the Ding dictionary, and
 // scripts/fetch_iwslt14.sh the original (needs internet).
-struct TranslationPair {
-  std::string de;  // source
-  std::string en;  // target
-
-  bool operator==(const TranslationPair& o) const { return de == o.de && en == o.en; }
-  bool operator!=(const TranslationPair& o) const { return !(*this == o); }
-};
-
 // The splits a data folder holds, in order: "train", "validation", "test".
 const std::vector<std::string>& translation_splits();
 
-// Reads DIR/<split>.jsonl. Errors are dtlab::Error: a missing file says what the folder must
+// Reads DIR/<split>.jsonl (parse_translation_jsonl, data/translation_jsonl.h, on its text). Errors are dtlab::Error: a missing file says what the folder must
 // hold and how to make it; a bad line is "FILE:LINE: ..." (not JSON, not an object, no "de" or
 // "en", a value that is not a string); a file without any example says so.
 std::vector<TranslationPair> read_translation_split(const std::filesystem::path& dir,

@@ -17,14 +17,16 @@
 #include <string>
 #include <string_view>
 
+#include "dtlab/io/safetensors_header.h"
+
 namespace dtlab::io {
 
 using TensorMap = std::map<std::string, torch::Tensor>;
-using Metadata = std::map<std::string, std::string>;
 
 // Parses a whole safetensors image held in memory. `source` names it in error messages (a path).
-// Every offset and size is checked against the image before any byte is copied: a truncated or
-// corrupt image is a dtlab::Error, never a read out of bounds. Returned tensors are CPU tensors
+// Every offset and size is checked against the image before any byte is copied
+// (parse_safetensors_header, Note [Safetensors rules]): a truncated or corrupt image is a
+// dtlab::Error, never a read out of bounds. Returned tensors are CPU tensors
 // of the stored dtype that own their memory. If metadata is non-null it receives __metadata__.
 TensorMap parse_safetensors(std::string_view bytes, const std::string& source,
                             Metadata* metadata = nullptr);

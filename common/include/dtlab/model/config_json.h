@@ -7,14 +7,17 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dtlab/core/error.h"
+#include "dtlab/io/excerpt.h"
 
 namespace dtlab::model::config_json {
 
@@ -24,7 +27,27 @@ void read(const nlohmann::json& j, const char* key, T& out, const std::string& s
   try {
     out = j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw Error(source + ": \"" + key + "\" has the wrong type (" + j.at(key).dump() + ")");
+    throw Error(source + ": \"" + key + "\" has the wrong type (" + io::json_excerpt(j.at(key)) + ")");
+  }
+}
+
+// Sizes and ids: a JSON integer within int64, or a float with an integral value (Python writes
+// 768.0 for a size computed in floats). nlohmann's own conversion would truncate 2.5 to 2, and
+// 1e300 or 2^64 - 1 would not fit (a float out of range is undefined behaviour).
+inline void read(const nlohmann::json& j, const char* key, int64_t& out, const std::string& source) {
+  if (!j.contains(key) || j.at(key).is_null()) return;
+  const nlohmann::json& v = j.at(key);
+  constexpr double kExactIntegers = 9007199254740992.0;  // 2^53: every integer below is a double
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max())) {
+    out = v.get<int64_t>();
+  } else if (v.is_number_integer() && !v.is_number_unsigned()) {
+    out = v.get<int64_t>();
+  } else if (v.is_number_float() && std::abs(v.get<double>()) <= kExactIntegers &&
+             std::trunc(v.get<double>()) == v.get<double>()) {
+    out = static_cast<int64_t>(v.get<double>());
+  } else {
+    throw Error(source + ": \"" + key + "\" has the wrong type (" + io::json_excerpt(v) +
+                "): expected an integer");
   }
 }
 

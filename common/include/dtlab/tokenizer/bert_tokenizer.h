@@ -50,6 +50,12 @@ class BertTokenizer {
   // never_split).
   static BertTokenizer from_pretrained(const std::filesystem::path& dir);
 
+  // What from_pretrained does once it has read the files: the text of vocab.txt and of
+  // tokenizer_config.json (nullopt: no such file); dir names them in errors. The fuzz harness
+  // (fuzz/bert_tokenizer.cpp) calls this.
+  static BertTokenizer from_texts(const std::filesystem::path& dir, std::string_view vocab_txt,
+                                  const std::optional<std::string>& tokenizer_config_json);
+
   // Text to word pieces ("unaffable" -> "una", "##ffa", "##ble"). Special tokens written in
   // the text ("[SEP]", "[MASK]", ...) stay whole, as in Hugging Face; they are matched before
   // anything else, case-sensitively, so "[sep]" is ordinary text even when lower-casing.

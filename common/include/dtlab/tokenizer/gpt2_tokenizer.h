@@ -79,6 +79,15 @@ class Gpt2Tokenizer {
   // does not implement (add_prefix_space=true; lstrip, rstrip or single_word on an added token).
   static Gpt2Tokenizer from_pretrained(const std::filesystem::path& dir);
 
+  // The text of the files from_pretrained reads; nullopt for an optional file that is absent.
+  struct Files {
+    std::string vocab_json, merges_txt;
+    std::optional<std::string> tokenizer_config_json, special_tokens_map_json, added_tokens_json;
+  };
+  // What from_pretrained does once it has read the files (dir names them in errors). The fuzz
+  // harness (fuzz/gpt2_tokenizer.cpp) calls this.
+  static Gpt2Tokenizer from_texts(const std::filesystem::path& dir, const Files& files);
+
   // Hugging Face's add_tokens: each token (if not added already) becomes an added token, with
   // its vocabulary id when it is an entry and the next free id otherwise. Not thread-safe: call
   // it before sharing the tokenizer.
