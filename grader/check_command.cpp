@@ -37,7 +37,7 @@ int check_command(const CheckFlags& f) {
     if (!known) throw Error("--only " + id + ": no such check of " + f.which + " (see `grader list`)");
   }
   GradeOptions options;
-  options.results_dir = f.results;
+  options.results_dir = fs::absolute(f.results);  // runs name files in it from inside their sandbox
   options.timing_iterations = f.timing_iterations;
   options.collective_timeout = f.timeout;
   options.run_timeout = f.run_timeout;

@@ -93,7 +93,8 @@ std::optional<TrainOrder> union_order(const Runner& runner, const ReadExamples& 
   }
   const std::string text = order.dump();
   out.key = fmt::format("{:016x}", std::hash<std::string>{}(text));
-  out.path = runner.options().results_dir / "orders" / (out.key + ".json");
+  // Absolute: the run reads it inside its sandbox, whose working folder is its scratch folder.
+  out.path = std::filesystem::absolute(runner.options().results_dir / "orders" / (out.key + ".json"));
   std::filesystem::create_directories(out.path.parent_path());
   io::write_json_file(out.path, order);
   return out;

@@ -126,6 +126,21 @@ TEST(Grader, ReferenceSolutionsScoreFullMarksWithProvenance) {
   EXPECT_TRUE(fs::exists(dir / "report" / "report.html"));
 }
 
+// `make demo` grades into out/grade, a folder relative to where the grader starts: its runs read
+// files the grader wrote there (the reference's --train_order) from inside their sandbox, whose
+// working folder is the scratch folder, so the grader names them by absolute paths.
+TEST(Grader, ARelativeResultsFolderWorksFromInsideTheSandbox) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grade-relative");
+  const fs::path relative = fs::relative(dir, fs::current_path());
+  ASSERT_TRUE(relative.is_relative());
+  std::vector<std::string> args = {"check", "task2b", "--solutions", "--only", "gradients", "--results", relative.string()};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  const ProcessResult r = grade(args, 300);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(test_named(dtlab::io::read_json_file(dir / "results.json"), "task2b/gradients").at("status"), "passed")
+      << r.output;
+}
+
 // dp grades against dtlab-gpt2 on the translation fixture: full marks, and the runs the report
 // plots (the weak and strong scaling runs, the epochs of the learning run).
 TEST(Grader, DpReferenceSolutionScoresFullMarks) {
