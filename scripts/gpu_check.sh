@@ -4,7 +4,7 @@
 #
 #   1 gpus       nvidia-smi's GPU list (none: one line, exit 1, before anything else)
 #   2 torch      the torch to build against: version, CUDA, NCCL, the GPUs it sees
-#   3 deps       the Debian packages of the build (fmt, utf8proc, CLI11, nlohmann-json, GoogleTest,
+#   3 deps       the Debian packages of the build (Gloo's headers, fmt, utf8proc, CLI11, nlohmann-json, GoogleTest,
 #                pkg-config): the machine's own, else .gpu-deps unpacked (scripts/gpu_deps.sh)
 #   4 configure  the kit against that torch into build-gpu/ (ninja); fails unless it says
 #                nccl=yes and cuda=yes
@@ -185,7 +185,7 @@ CMAKE_DEPS_ARGS=()
 have_system_deps() {
   local h missing=""
   [ "${GPU_DEPS_FORCE:-0}" = 1 ] && missing=" (GPU_DEPS_FORCE=1)"
-  for h in fmt/core.h CLI/CLI.hpp nlohmann/json.hpp utf8proc.h gtest/gtest.h; do
+  for h in gloo/algorithm.h fmt/core.h CLI/CLI.hpp nlohmann/json.hpp utf8proc.h gtest/gtest.h; do
     [ -f "/usr/include/$h" ] || [ -f "/usr/local/include/$h" ] || missing="$missing $h"
   done
   command -v pkg-config >/dev/null || missing="$missing pkg-config"

@@ -14,6 +14,10 @@
 #   nlohmann-json3-dev, libcli11-dev   headers and CMake configs only
 #   libfmt-dev + libfmt9               headers, CMake config, libfmt.so.9
 #   libutf8proc-dev + libutf8proc2     header, libutf8proc.pc, libutf8proc.so.2
+#   libgloo-dev                        Gloo's headers, which c10d's ProcessGroupGloo.hpp includes: a
+#                                      torch wheel ships none (2.11's and 2.15's alike; seen on a GPU
+#                                      machine, where the build stopped at <gloo/algorithm.h>); only
+#                                      the headers are used, the wheel's libtorch holds Gloo itself
 #   libgtest-dev                       headers, CMake config, static libgtest.a, libgtest_main.a
 #                                      (googletest, its sources, and libgmock-dev are not needed)
 #   pkgconf + pkgconf-bin + libpkgconf3  pkg-config, used only where the machine has none
@@ -28,7 +32,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEBS="${GPU_DEPS_DIR:-$REPO/.gpu-deps}"
-PACKAGES=(nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9 libutf8proc-dev libutf8proc2 libgtest-dev
+PACKAGES=(libgloo-dev nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9 libutf8proc-dev libutf8proc2 libgtest-dev
           pkgconf pkgconf-bin libpkgconf3)
 MULTIARCH=x86_64-linux-gnu
 
