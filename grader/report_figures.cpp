@@ -47,8 +47,13 @@ void Plotter::plot(Figure& fig, const std::string& data, const std::vector<std::
   std::string assignments = fmt::format("datafile={}; outfile={}; provenance={}", gp_string(datafile.string()),
                                         gp_string(partial.string()), gp_string(fig.provenance));
   for (const std::string& v : vars) assignments += "; " + v;
-  const ProcessResult r = run_process({options.gnuplot, "-e", assignments, script.string()},
-                                      kGnuplotTimeoutSeconds);
+  ProcessResult r;
+  try {
+    r = run_process({options.gnuplot, "-e", assignments, script.string()}, kGnuplotTimeoutSeconds);
+  } catch (const Error& e) {  // not installed: seen on a GPU node that never ran scripts/setup.sh
+    throw Error(fmt::format("figure {}: {}: the report draws its figures with gnuplot (Debian: `sudo apt install "
+                            "gnuplot-nox`; scripts/setup.sh installs it)", fig.number, e.what()));
+  }
   if (r.timed_out || r.exit_code != 0 || !fs::is_regular_file(partial) || fs::file_size(partial) == 0) {
     fs::remove(partial);
     throw Error(fmt::format("{} {} for figure {} {}:\n{}", options.gnuplot, script.string(), fig.number,

@@ -305,6 +305,11 @@ TEST(Report, ABrokenTemplateIsAnErrorWithGnuplotsOutput) {
 
   o.plots_dir = results;  // no templates there
   EXPECT_THROW_WITH(render_report(o), dtlab::Error, (results / "timing.gp").string());
+
+  o.plots_dir = kPlots;  // no gnuplot: one line naming it and the package
+  o.gnuplot = (results / "no-such-gnuplot").string();
+  EXPECT_THROW_WITH(render_report(o), dtlab::Error, "cannot run " + o.gnuplot);
+  EXPECT_THROW_WITH(render_report(o), dtlab::Error, "sudo apt install gnuplot-nox");
 }
 
 TEST(Report, EscapesTextAndHonoursOutDir) {
