@@ -91,6 +91,9 @@ help:
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
 	@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
+	@echo "make asan-unit       the unit suites under AddressSanitizer + UBSan (build-asan/; CI); make asan: every suite"
+	@echo "make tsan            the suites that start threads under ThreadSanitizer (build-tsan/)"
+	@echo "make fuzz, fuzz-replay  fuzz the readers of outside input (clang 14; setup.sh --fuzz)"
 	@echo "variables: MODEL DATA LR EPOCHS BATCH SEQ SEED ARGS='--dropout 0' CMAKE_ARGS=..."
 
 setup:
@@ -260,6 +263,34 @@ clean:
 .PHONY: gpu-check
 gpu-check:
 	scripts/gpu_check.sh $(if $(filter-out system,$(TORCH)),--torch $(if $(filter pip,$(TORCH)),$(CURDIR)/.torch/venv,$(abspath $(TORCH))))
+
+# Sanitizers (docs/SANITIZERS.md): the kit built by GCC with AddressSanitizer + UndefinedBehavior-
+# Sanitizer into build-asan/, or ThreadSanitizer into build-tsan/, against Debian's LibTorch (not
+# instrumented: the kit's own code is what is checked). `make asan` runs the whole suite, `make
+# asan-unit` the unit suites (CI), `make tsan` the suites that start threads, under `setarch -R`
+# (TSan's shadow memory needs the fixed layout that the kernel's mmap randomisation breaks) and
+# with one OpenMP thread (libgomp's barriers are invisible to TSan). tests/sanitizers/ holds the
+# suppression files, each line with its reason. The times are in docs/SANITIZERS.md.
+SAN_DIR   := $(CURDIR)/tests/sanitizers
+# handle_segv=0...: a crash stays a signal, which the grader reports as such (ASan's own handler
+# would make it exit 1, "an internal error").
+ASAN_ENV  := ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:detect_stack_use_after_return=1:handle_segv=0:handle_sigbus=0:handle_sigfpe=0 \
+             LSAN_OPTIONS=suppressions=$(SAN_DIR)/lsan.supp:print_suppressions=0 \
+             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+TSAN_ENV  := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:halt_on_error=1:second_deadlock_stack=1 OMP_NUM_THREADS=1
+TSAN_TESTS ?= ^(pipeline_test|heartbeat_test|ddp_test|collectives_test|tokenizer_test|gpt2_tokenizer_test|Faults[./])
+.PHONY: asan asan-unit tsan
+build-asan/build.ninja build-tsan/build.ninja: build-%/build.ninja:
+	cmake --preset $*
+asan: build-asan/build.ninja
+	cmake --build build-asan -j $(JOBS)
+	$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+asan-unit: build-asan/build.ninja
+	cmake --build build-asan -j $(JOBS) --target unit_tests
+	$(ASAN_ENV) ctest --test-dir build-asan -L unit --output-on-failure -j $(JOBS)
+tsan: build-tsan/build.ninja
+	cmake --build build-tsan -j $(JOBS) --target unit_tests faults_test
+	$(TSAN_ENV) setarch $$(uname -m) -R ctest --test-dir build-tsan -R '$(TSAN_TESTS)' --output-on-failure -j $(JOBS)
 
 # Fuzzing the readers of outside input (docs/FUZZING.md): libFuzzer harnesses built with clang 14
 # outside the kit's build, without LibTorch, into build-fuzz/ (fuzz/run.sh). `make fuzz` fuzzes

@@ -73,6 +73,10 @@ function(dtlab_task name)
   endif()
 endfunction()
 
+# A sanitized build runs several times slower (docs/SANITIZERS.md): its presets scale every test's
+# timeout (DTLAB_TEST_TIMEOUT_SCALE: asan 3, tsan 6).
+set(DTLAB_TEST_TIMEOUT_SCALE 1 CACHE STRING "Multiplies every test's timeout (the sanitizer presets raise it)")
+
 # dtlab_test(name LABELS l1 [l2...] [SOURCES extra.cpp...] [TIMEOUT s] [RUN_SERIAL] [WHOLE]): tests/name.cpp as a GoogleTest binary
 # whose tests ctest discovers one by one, labelled so that `ctest -L task1` selects them.
 # WHOLE: the suite is one ctest test (one process) instead of one per GoogleTest case: for unit
@@ -88,6 +92,7 @@ function(dtlab_test name)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
+  math(EXPR T_TIMEOUT "${T_TIMEOUT} * ${DTLAB_TEST_TIMEOUT_SCALE}")
   if(T_WHOLE)
     add_test(NAME ${name} COMMAND ${name})
     set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
@@ -121,6 +126,7 @@ function(dtlab_unit_suite name)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
+  math(EXPR T_TIMEOUT "${T_TIMEOUT} * ${DTLAB_TEST_TIMEOUT_SCALE}")
   set(file ${CMAKE_CURRENT_SOURCE_DIR}/${name}.cpp)
   # The filter is read from the file at configure time: editing the file reconfigures, or a
   # suite added to it would run under no entry (unit_tests_selection would say so).
@@ -159,7 +165,8 @@ function(dtlab_unit_suite name)
   set_property(GLOBAL APPEND PROPERTY DTLAB_UNIT_SOURCES ${file})
   set_property(GLOBAL APPEND_STRING PROPERTY DTLAB_UNIT_FILTER "${filter}:")
   add_test(NAME ${name} COMMAND unit_tests --gtest_filter=${filter})
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+  # "unit": every entry of the one binary, the suites CI runs under the sanitizers (`make asan-unit`).
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;${T_LABELS}")
 endfunction()
 
 function(dtlab_unit_tests)
@@ -176,5 +183,5 @@ function(dtlab_unit_tests)
   add_test(NAME unit_tests_selection
            COMMAND ${CMAKE_COMMAND} -DBINARY=$<TARGET_FILE:unit_tests> "-DFILTER=${all}"
                    -P ${PROJECT_SOURCE_DIR}/cmake/check_unit_selection.cmake)
-  set_tests_properties(unit_tests_selection PROPERTIES TIMEOUT 60)
+  set_tests_properties(unit_tests_selection PROPERTIES TIMEOUT 60 LABELS unit)
 endfunction()

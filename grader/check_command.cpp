@@ -46,7 +46,8 @@ int check_command(const CheckFlags& f) {
   // No GPU, or a build without CUDA: one line now, not a failed run per check later.
   if (f.backend == "nccl") require_cuda(cuda_availability(), "--backend nccl", "grade with --backend gloo here");
   options.sandbox = choose_sandbox(f.sandbox, kBuildDir / "grader" / "dtlab-sandbox-launcher");
-  options.sandbox.limit_address_space = f.backend != "nccl";  // CUDA reserves far more than it uses
+  // CUDA reserves far more than it uses; so do the sanitizers (Note [Sanitized builds]).
+  options.sandbox.limit_address_space = f.backend != "nccl" && !kSanitizedBuild;
   options.binaries[kReference] = kBuildDir / "grader" / "dtlab-reference";
   options.binaries[kReferenceGpt2] = kBuildDir / "tools" / "dtlab-gpt2";
 

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -57,11 +58,24 @@ std::vector<std::string> sandbox_environment(const std::string& home) {
   for (char** e = environ; *e; ++e) {
     const std::string var = *e;
     for (const char* prefix : {"OMP_", "MKL_", "OPENBLAS_", "CUDA_VISIBLE_DEVICES=", "NCCL_", "GLOO_", "TORCH_",
-                               "DTLAB_"}) {
+                               "DTLAB_", "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=", "TSAN_OPTIONS="}) {
       if (var.rfind(prefix, 0) == 0) env.push_back(var);
     }
   }
   return env;
+}
+
+// Note [Sanitized builds]: RLIMIT_AS is off, the sanitizer's RSS limit takes its place.
+void add_sanitizer_memory_limit(std::vector<std::string>& env, uint64_t bytes) {
+  const std::string setting = "hard_rss_limit_mb=" + std::to_string(bytes >> 20);
+  const std::string prefix = std::string(kSanitizerOptions) + "=";
+  for (std::string& var : env) {
+    if (var.rfind(prefix, 0) == 0) {
+      var += (var.size() > prefix.size() ? ":" : "") + setting;
+      return;
+    }
+  }
+  env.push_back(prefix + setting);
 }
 
 // What the child does between fork and exec, all prepared before the fork (nothing allocates
@@ -204,17 +218,25 @@ struct RootFs {
   }
 };
 
-void base_root(RootFs& root, uint64_t tmp_bytes) {
-  root.bind("/usr");
+// The system's folders every sandbox sees, read-only, in order: /usr, the top-level folders of
+// an unmerged /usr or the links of a merged one (/bin -> usr/bin, added to args as links), /etc.
+// bind mounts one folder: by descriptor for runs, by path for the compile (it runs as the
+// grader's user, who can walk to them).
+void system_folders(const std::function<void(const fs::path&)>& bind, std::vector<std::string>& args) {
+  bind("/usr");
   for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
     std::error_code ec;
     if (fs::is_symlink(top, ec)) {
-      root.args.insert(root.args.end(), {"--symlink", fs::read_symlink(top).string(), top});
+      args.insert(args.end(), {"--symlink", fs::read_symlink(top).string(), top});
     } else if (fs::is_directory(top, ec)) {
-      root.bind(top);
+      bind(top);
     }
   }
-  root.bind("/etc");
+  bind("/etc");
+}
+
+void base_root(RootFs& root, uint64_t tmp_bytes) {
+  system_folders([&](const fs::path& p) { root.bind(p); }, root.args);
   root.args.insert(root.args.end(), {"--proc", "/proc", "--dev", "/dev", "--size", std::to_string(tmp_bytes),
                                      "--tmpfs", "/tmp"});
 }
@@ -371,6 +393,25 @@ std::vector<fs::path> library_folders() {
   return folders;
 }
 
+// The files that the sanitizers' settings name (suppressions=PATH), to mount read-only: a
+// sanitizer whose suppressions file is missing stops the program (Note [Sanitized builds]).
+std::vector<fs::path> sanitizer_files() {
+  std::vector<fs::path> files;
+  for (const char* var : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"}) {
+    const char* value = std::getenv(var);
+    if (!value) continue;
+    const std::string options = value;
+    for (size_t at = options.find("suppressions="); at != std::string::npos;
+         at = options.find("suppressions=", at + 1)) {
+      const size_t start = at + std::string("suppressions=").size();
+      const fs::path file = options.substr(start, options.find_first_of(": ", start) - start);
+      std::error_code ec;
+      if (file.is_absolute() && fs::is_regular_file(file, ec)) files.push_back(file);
+    }
+  }
+  return files;
+}
+
 }  // namespace
 
 Sandbox choose_sandbox(const std::string& requested, const fs::path& launcher) {
@@ -381,6 +422,7 @@ Sandbox choose_sandbox(const std::string& requested, const fs::path& launcher) {
   s.launcher = fs::absolute(launcher);
   if (!fs::exists(s.launcher)) throw Error(s.launcher.string() + " does not exist (was the grader built? `make build`)");
   s.read_only = library_folders();
+  for (const fs::path& f : sanitizer_files()) s.read_only.push_back(f);
   if (s.limits.memory_bytes == 0) {
     s.limits.memory_bytes = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
                             static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE)) / 4 * 3;
@@ -523,6 +565,7 @@ SandboxResult run_in_sandbox(const Sandbox& sandbox, const SandboxRun& run) {
     s.new_network = as_other_uid;
   }
   s.env = sandbox_environment(scratch.string());
+  if (kSanitizedBuild && !sandbox.limit_address_space) add_sanitizer_memory_limit(s.env, sandbox.limits.address_space);
   s.switch_uid = as_other_uid;
   s.uid = uid;
   s.gid = gid;
@@ -627,14 +670,8 @@ std::vector<std::string> compile_command(const Sandbox& sandbox, const CompileJa
                                          const std::vector<std::string>& argv) {
   if (sandbox.mode != SandboxMode::kBubblewrap) return argv;
   std::vector<std::string> out = bwrap_prefix();
-  // Bound by path (the compile runs as the grader's user, who can walk to them).
-  out.insert(out.end(), {"--ro-bind", "/usr", "/usr"});
-  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
-    std::error_code ec;
-    if (fs::is_symlink(top, ec)) out.insert(out.end(), {"--symlink", fs::read_symlink(top).string(), top});
-    else if (fs::is_directory(top, ec)) out.insert(out.end(), {"--ro-bind", top, top});
-  }
-  out.insert(out.end(), {"--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
+  system_folders([&](const fs::path& p) { out.insert(out.end(), {"--ro-bind", p.string(), p.string()}); }, out);
+  out.insert(out.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
   for (const auto& p : sandbox.read_only) out.insert(out.end(), {"--ro-bind", p.string(), p.string()});
   for (const auto& p : jail.visible) out.insert(out.end(), {"--ro-bind", p.string(), p.string()});
   for (const auto& p : jail.writable) out.insert(out.end(), {"--bind", p.string(), p.string()});

@@ -65,13 +65,41 @@ struct SandboxLimits {
   uint64_t log_bytes = 1ull << 20;              // each rank log: its last part
 };
 
+// Note [Sanitized builds]: a grader built with AddressSanitizer or ThreadSanitizer (make asan,
+// make tsan; docs/SANITIZERS.md) runs rank binaries built the same way, whose runtime reserves
+// terabytes of shadow address space at start: RLIMIT_AS would stop every run before main, so
+// such a build leaves it off (the launcher's watch still stops a run holding 3/4 of the RAM).
+// The sanitizers' settings (ASAN_OPTIONS, ...) reach the ranks, and a suppressions= file they
+// name is mounted read-only, so a rank reads the same suppressions as the test that started it.
+// Such a run gets the same memory limit as the sanitizer's own (hard_rss_limit_mb in
+// kSanitizerOptions, the variable of this build's sanitizer).
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DTLAB_SANITIZER_OPTIONS "ASAN_OPTIONS"
+#elif __has_feature(thread_sanitizer)
+#define DTLAB_SANITIZER_OPTIONS "TSAN_OPTIONS"
+#endif
+#endif
+#if !defined(DTLAB_SANITIZER_OPTIONS) && defined(__SANITIZE_ADDRESS__)
+#define DTLAB_SANITIZER_OPTIONS "ASAN_OPTIONS"
+#elif !defined(DTLAB_SANITIZER_OPTIONS) && defined(__SANITIZE_THREAD__)
+#define DTLAB_SANITIZER_OPTIONS "TSAN_OPTIONS"
+#endif
+#ifdef DTLAB_SANITIZER_OPTIONS
+inline constexpr bool kSanitizedBuild = true;
+inline constexpr const char* kSanitizerOptions = DTLAB_SANITIZER_OPTIONS;
+#else
+inline constexpr bool kSanitizedBuild = false;
+inline constexpr const char* kSanitizerOptions = "";
+#endif
+
 struct Sandbox {
   SandboxMode mode = SandboxMode::kNone;
   // The sandbox's uid when the grader is root: bwrap's runs all take it; in user mode each run
   // takes an unused one from uid .. uid + 4095 (DTLAB_SANDBOX_UID moves the range).
   uid_t uid = 61000;
   gid_t gid = 61000;
-  bool limit_address_space = true;  // false for runs on GPUs
+  bool limit_address_space = !kSanitizedBuild;  // false for runs on GPUs, and Note [Sanitized builds]
   SandboxLimits limits;
   std::string note;   // what the mode could not do here (user mode without a network namespace)
   std::filesystem::path launcher;                     // dtlab-sandbox-launcher

@@ -3,8 +3,12 @@
 // every rank with a clear message (one line of dtlab's; c10d may log its own lines before it)
 // and the right exit code within a bounded time: a data-parallel run that hangs is the worst
 // outcome, so every test asserts the elapsed time.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -225,7 +229,7 @@ TEST_F(Faults, DisagreeingWorldSizesAreNamedOnBothSides) {
   const ChildExit e0 = three.wait_until(deadline);
   EXPECT_EQ(e1.exit_code, kExitDistributed) << e1.describe();
   EXPECT_TRUE(contains(e1.output, "rank 1: rank 0 runs with --world_size 3, this rank with 2")) << e1.output;
-  EXPECT_LT(e1.seconds, kTimeout) << "it has all it needs at once: " << e1.output;
+  EXPECT_LT(e1.seconds, kTimeout * dtlab::test::kSlowdown) << "it has all it needs at once: " << e1.output;
   EXPECT_EQ(e0.exit_code, kExitDistributed) << e0.describe();
   EXPECT_TRUE(contains(e0.output, "rank(s) 2 of world size 3 never arrived; rank 1 arrived with --world_size 2"))
       << e0.output;
@@ -236,16 +240,36 @@ TEST_F(Faults, DisagreeingWorldSizesAreNamedOnBothSides) {
 // its store accepts connections and never answers. The others must not wait a second timeout
 // for an answer (as they once did); they say that the master stopped answering, within
 // --timeout and a few seconds.
+// Whether something on this machine accepts TCP connections on `port` (loopback).
+bool accepts_connections(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return ok;
+}
+
 TEST_F(Faults, StoppedMasterIsReportedWithinTheTimeout) {
   constexpr double kTimeout = 6, kBeforeStop = 2.5, kAnswerSeconds = 5;  // probe_store's and kStoreAnswer's bounds
   const int port = dtlab::test::free_port();
   Child master(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, 0, {"--timeout", "6"}), log("rank0"));
   Child waiting(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, 1, {"--timeout", "6"}), log("rank1"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>(kBeforeStop * 1000)));
+  // Stopped once it serves the rendezvous (its store accepts) and rank 1 has had time to join:
+  // a fixed wait stopped it before it listened where starting takes longer (ThreadSanitizer).
+  const auto serving_by = steady_clock::now() + std::chrono::milliseconds(static_cast<long>(
+                                                    kBeforeStop * dtlab::test::kSlowdown * 1000));
+  while (!accepts_connections(port) && steady_clock::now() < serving_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   master.kill(SIGSTOP);  // its destructor's SIGKILL ends it
   const ChildExit e = waiting.wait_until(steady_clock::now() + std::chrono::seconds(static_cast<long>(kTimeout + kAnswerSeconds + kMarginSeconds)));
   ASSERT_FALSE(e.timed_out) << e.output;
-  EXPECT_LT(e.seconds, kTimeout + kAnswerSeconds + 3) << e.output;  // 3 s: starting the binary
+  EXPECT_LT(e.seconds, kTimeout + kAnswerSeconds + 3 * dtlab::test::kSlowdown) << e.output;  // 3 s: starting the binary
   EXPECT_EQ(e.exit_code, kExitDistributed) << e.describe();
   EXPECT_TRUE(contains(e.output, "rank 1: ")) << e.output;
   // Usually it was already waiting (the master stopped answering); on a slow start it meets the

@@ -9,6 +9,19 @@
 
 namespace dtlab::test {
 
+// Note [Sanitized tests]: a sanitized build (docs/SANITIZERS.md) runs several times slower, a
+// rank binary's start included (LibTorch loaded under ThreadSanitizer takes seconds). A time bound
+// that counts a process's start is multiplied by kSlowdown, so the sanitizers check the same
+// paths while the normal build keeps its bound; what a test asserts about which path was taken
+// (the message) is unchanged.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr double kSlowdown = 6;
+#elif defined(__SANITIZE_ADDRESS__)
+inline constexpr double kSlowdown = 3;
+#else
+inline constexpr double kSlowdown = 1;
+#endif
+
 // A new, empty folder under the build tree's test scratch area, unique to this process.
 inline std::filesystem::path fresh_temp_dir(const std::string& name) {
   const std::filesystem::path dir = std::filesystem::path(DTLAB_BINARY_DIR) / "test-scratch" /
