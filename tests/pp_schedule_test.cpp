@@ -1,4 +1,4 @@
-// Per-rank pipeline schedules (issue 26): the reference GPipe and 1F1B lists, and the simulator
+// Per-rank pipeline schedules: the reference GPipe and 1F1B lists, and the simulator
 // that checks any lists for completeness and deadlock and measures them (Note [Stage
 // schedules] in pipeline/simulate.h). No LibTorch: the schedule is data.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The vocabulary of a pipeline run as one process per stage (issue 26): the ordered actions of
+// The vocabulary of a pipeline run as one process per stage: the ordered actions of
 // one stage rank, and the reference builders of GPipe's and 1F1B's lists. The schedule is data
 // and the runtime executes it (picotron's idea), so a schedule can be checked and measured apart
 // from the wire: see pipeline/simulate.h. Not here: send/recv, or any tensor.
