@@ -46,7 +46,9 @@ DP_TASKS  := $(shell awk '!/^\#/ && $$2 == "ranks" {print $$1}' exercises.txt)
 TRAFFIC_TASKS := $(shell awk '!/^\#/ && $$3 == "traffic" {print $$1}' exercises.txt)
 # The GPT-2 exercises (kind dp) take the language-model flags; the others BERT's.
 LM_TASKS  := $(shell awk '!/^\#/ && $$3 == "dp" {print $$1}' exercises.txt)
-GLUE_DP_TASKS := $(filter-out $(LM_TASKS),$(DP_TASKS))
+# The pipeline across ranks (kind pp): the language-model flags and its own.
+PP_TASKS  := $(shell awk '!/^\#/ && $$3 == "pp" {print $$1}' exercises.txt)
+GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS),$(DP_TASKS))
 
 # The data-parallel exercises run WORLD local ranks; the global batch stays BATCH.
 WORLD  ?= 4
@@ -64,7 +66,7 @@ DEMO_WHAT := $(if $(HAVE_SOLUTIONS),--solutions,)
 comma := ,
 
 .PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo gpt2-real \
-        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
+        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
         $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%) pipeline pipeline-solution cluster-demo
 
 help:
@@ -80,6 +82,7 @@ help:
 	@echo "make test-task2a     the tests of task 2a (also test-task2b test-task3 test-task4)"
 	@echo "make dp              YOUR GPT-2 data parallel (tasks/dp) on WORLD=4 local ranks; DP_MODEL=gpt2 for GPT-2 small's shape"
 	@echo "make pipeline        YOUR GPT-2 pipeline (tasks/pipeline): single stage, model parallel, pipeline; their throughput"
+	@echo "make pp              YOUR GPT-2 pipeline across ranks (tasks/pp): PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe; WORLD=4 for data x pipeline"
 	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates; figure 9 of the report")
 	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
@@ -87,6 +90,7 @@ help:
 	@echo "make bench-gpt2      time the GPT-2 training step (gpt2-mini, GPT-2 small; batch 8 x 128)"
 	@echo "make bench-dp-gpt2   time the dp exercise's step at 1, 2, 4 ranks (gpt2-mini, GPT-2 small; 8 x 128 per rank)"
 	@echo "make bench-pipeline  time the pipeline exercise's step: model parallel vs 8 micro-batches, 2 balanced stages"
+	@echo "make bench-pp        time the pp exercise's step: GPipe vs 1F1B on 2 stage ranks x 8 micro-batches"
 	@echo "make bench-task1-eager, bench-gpt2-eager  the kit's step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
@@ -152,9 +156,26 @@ pipeline pipeline-solution: fixtures
 	done; echo "== $@: throughput by mode"; grep -H "^throughput" $(OUT)/$@/single.log $(OUT)/$@/model-parallel.log \
 	  $(OUT)/$@/pipeline.log
 
+# GPT-2 pipeline parallel across ranks (pp): PP_STAGES stage ranks per pipeline, the PP_SCHEDULE
+# schedule over PP_MICRO micro-batches, PIPE_STEPS steps of a global batch of GPT2_BATCH pairs.
+# The world is PP_STAGES ranks (one pipeline) unless WORLD is given on the command line: WORLD=4
+# PP_STAGES=2 is 2 pipelines x 2 stages, data x pipeline parallel.
+PP_STAGES   ?= 2
+PP_MICRO    ?= 4
+PP_SCHEDULE ?= 1f1b
+PP_WORLD = $(if $(filter command line environment,$(origin WORLD)),$(WORLD),$(PP_STAGES))
+$(PP_TASKS) $(PP_TASKS:%=%-solution): fixtures
+	scripts/run_local_ranks.sh $(PP_WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
+	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
+	  --global_batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --max_steps $(PIPE_STEPS) --no_eval --seed $(SEED) \
+	  --stages $(PP_STAGES) --micro_batches $(PP_MICRO) --schedule $(PP_SCHEDULE) \
+	  --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
+	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(PP_WORLD) --local_rank {rank} $(ARGS)
+
 # Tasks 2a, 2b and 3 on an emulated cluster (root: network namespaces whose links are
 # rate-limited in both directions; scripts/cluster_demo.sh): CLUSTER_RATES x CLUSTER_RANKS, a
-# BERT of 5 BERT-base layers on a short sequence and a small batch, so that the network decides.
+# BERT of 5 BERT-base layers on a short sequence and a small batch, so that the network decides;
+# then dp at 1, 2, 4 hosts and pp at 2 and 4 hosts (one stage each) at the first rate.
 CLUSTER_RATES ?= 1gbit 2500mbit 10gbit unlimited
 CLUSTER_RANKS ?= 4 2
 CLUSTER_STEPS ?= 6
@@ -241,6 +262,9 @@ bench-dp-gpt2: configure
 
 bench-pipeline: configure
 	cmake --build $(BUILD) --target bench-pipeline
+
+bench-pp: configure
+	cmake --build $(BUILD) --target bench-pp
 
 # The kit's step against the same model in eager PyTorch (transformers, on the same torch as the
 # build: Debian's PyTorch 1.13, or TORCH=pip's 2.x) in alternating rounds, task 1's BERT or

@@ -23,10 +23,8 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
-#include "dtlab/data/translation.h"
 #include "dtlab/io/json_file.h"
-#include "dtlab/tooling/gpt2_fixtures.h"
-#include "dtlab/tooling/translation_fixtures.h"
+#include "joined_pairs.h"
 #include "launch.h"
 
 namespace fs = std::filesystem;
@@ -44,30 +42,6 @@ struct Options {
   std::string json;
   fs::path scratch;
 };
-
-// Pairs of the fixture joined `n` at a time: rows longer than max_length, cut to it.
-std::vector<data::TranslationPair> joined(const std::vector<data::TranslationPair>& pairs, size_t n) {
-  std::vector<data::TranslationPair> out;
-  for (size_t i = 0; i + n <= pairs.size(); i += n) {
-    data::TranslationPair p;
-    for (size_t j = i; j < i + n; ++j) {
-      p.de += (j > i ? " " : "") + pairs[j].de;
-      p.en += (j > i ? " " : "") + pairs[j].en;
-    }
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
-fs::path make_data(const fs::path& dir) {
-  const tooling::TranslationFixture f = tooling::make_translation_fixture({});
-  const std::vector<data::TranslationPair> train = joined(f.train, 6), validation = joined(f.validation, 6);
-  data::write_translation_split(dir / "data", "train", train);
-  data::write_translation_split(dir / "data", "validation", {validation.begin(), validation.begin() + 8});
-  data::write_translation_split(dir / "data", "test", {validation.begin(), validation.begin() + 1});
-  tooling::write_gpt2_fixture(dir / "tokenizer", f.train, {});
-  return dir;
-}
 
 struct Row {
   std::string model, scaling;
@@ -112,7 +86,7 @@ int run(const Options& o) {
     }
   }
   const fs::path dir = o.scratch.empty() ? fs::temp_directory_path() / "dtlab-bench-dp-gpt2" : o.scratch;
-  make_data(dir);
+  bench::write_joined_pairs(dir);
   fmt::print("bench_dp_gpt2: dp-solution, rows of {} tokens, the fixture tokenizer's vocabulary of {} (as the dp "
              "exercise trains), {} iterations per run (the first discarded); {} cores on this machine, shared by "
              "all ranks, loopback\n",

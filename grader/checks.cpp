@@ -22,6 +22,7 @@ std::vector<CheckSpec> checks_of_kind(const Exercise& e) {
   if (e.kind == "traffic") return traffic_checks(e.name);
   if (e.kind == "dp") return lm_data_parallel_checks(e.name);
   if (e.kind == "pipeline") return pipeline_checks(e.name);
+  if (e.kind == "pp") return pp_checks(e.name);
   throw Error("exercises.txt: " + e.name + " has the kind '" + e.kind + "', which has no checks");
 }
 

@@ -42,13 +42,14 @@ CheckOutcome run_check(const CheckSpec& check, Runner& runner);
 
 // The checks of each kind of exercise (exercises.txt's kind column), defined next to the runs
 // they read: finetune (task 1), sync and ddp (2a, 2b; 3 adds the bucket-cap sweep), traffic (4),
-// dp and pipeline (the GPT-2 exercises).
+// dp, pipeline and pp (the GPT-2 exercises).
 std::vector<CheckSpec> checks_of_kind(const Exercise& exercise);
 std::vector<CheckSpec> finetune_checks(const std::string& exercise);
 std::vector<CheckSpec> data_parallel_checks(const std::string& exercise, bool ddp);
 std::vector<CheckSpec> traffic_checks(const std::string& exercise);
 std::vector<CheckSpec> lm_data_parallel_checks(const std::string& exercise);
 std::vector<CheckSpec> pipeline_checks(const std::string& exercise);
+std::vector<CheckSpec> pp_checks(const std::string& exercise);
 
 // Note [Fair evidence]: one run serves several checks, and a check must fail for its own reason.
 // A check of what each rank reads (the sampler, dp's partition) or starts from (the initial

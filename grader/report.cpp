@@ -326,7 +326,7 @@ ReportSummary render_report(const ReportOptions& options) {
   report.scores = score_table(folder, report.score, notes);
 
   Plotter plotter{options, out_dir, notes, summary.figures};
-  Table timing, traffic, sweep, dp_scaling, pipeline_modes, cluster;
+  Table timing, traffic, sweep, dp_scaling, pipeline_modes, cluster, cluster_lm;
   report.figures.push_back(timing_figure(folder, pv, plotter, timing));
   report.figures.push_back(loss_figure(folder, pv, plotter));
   report.figures.push_back(traffic_figure(folder, pv, plotter, traffic));
@@ -338,7 +338,11 @@ ReportSummary render_report(const ReportOptions& options) {
   // Only with `sudo make cluster-demo`'s runs in the folder: otherwise not a gap to report.
   Figure emulated = cluster_figure(folder, pv, plotter, cluster);
   if (emulated.missing.empty()) report.figures.push_back(emulated);
-  for (Table* t : {&timing, &traffic, &sweep, &dp_scaling, &pipeline_modes, &cluster})
+  report.figures.push_back(pp_timeline_figure(folder, pv, plotter));
+  report.figures.push_back(pp_schedules_figure(folder, pv, plotter));
+  Figure emulated_lm = cluster_lm_figure(folder, pv, plotter, cluster_lm);
+  if (emulated_lm.missing.empty()) report.figures.push_back(emulated_lm);
+  for (Table* t : {&timing, &traffic, &sweep, &dp_scaling, &pipeline_modes, &cluster, &cluster_lm})
     if (!t->rows.empty()) {
       t->title = fmt::format("Table {}. {}", report.tables.size() + 1, t->title);
       report.tables.push_back(*t);

@@ -149,4 +149,91 @@ Figure cluster_figure(const Folder& f, const Provenance& pv, Plotter& plotter, T
   return fig;
 }
 
+// Figure 12: the GPT-2 exercises on the same emulated hosts. dp at 1, 2, 4 hosts (weak scaling);
+// pp at 2 and 4 hosts, each rank's bytes per step predicted from the boundaries and measured on
+// its interface, and the step against compute (the unlimited run's) + busiest rank's bytes / rate.
+Figure cluster_lm_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table) {
+  namespace c = cluster_figure_parts;
+  Figure fig{12, "cluster_lm", "GPT-2 data parallel and pipeline across ranks on an emulated cluster"};
+  std::map<int, const Run*> dp;                               // hosts -> run
+  std::map<int, std::map<std::string, const Run*>> pp;        // hosts -> rate -> run
+  for (const Run& r : f.runs) {
+    if (!number(r.results, {"timing", "mean_seconds"})) continue;
+    if (r.purpose == "cluster-dp") dp[r.world] = &r;
+    if (r.purpose == "cluster-pp") pp[r.world][text(r.record, {"rate"}, "?")] = &r;
+  }
+  if (dp.empty() && pp.empty()) {
+    fig.missing = "no emulated-cluster runs of dp or pp (purposes \"cluster-dp\", \"cluster-pp\"): `sudo make "
+                  "cluster-demo` makes them";
+    return fig;
+  }
+  table = {"dp and pp on emulated hosts (scripts/cluster_demo.sh)",
+           {"exercise", "hosts", "link", "s / step", "tokens/s", "model s / step", "step / model", "rank: bytes/step "
+            "predicted / measured (MB)", "run"},
+           "lrlrrrrll", {}};
+  std::string data = "# Figure 12, index 0: dp, one row per host count\n# hosts seconds_per_step tokens_per_second "
+                     "waiting_seconds  (run)\n";
+  for (const auto& [n, r] : dp) {
+    const double step = number(r->results, {"timing", "mean_seconds"}).value();
+    const double tokens = number(r->results, {"timing", "tokens_per_second"}).value_or(0);
+    data += fmt::format("{} {:.4f} {:.1f} {:.4f}  # runs/{}\n", n, step, tokens,
+                        number(r->results, {"timing", "mean_comm_seconds"}).value_or(0), r->id);
+    table.rows.push_back({"dp", std::to_string(n), text(r->record, {"rate"}, "?"), fmt::format("{:.3f}", step),
+                          fmt::format("{:.0f}", tokens), "-", "-", "-", r->id});
+  }
+  data += "\n\n# index 1: pp, one row per rank of the rate-limited runs\n# position rank predicted_MB measured_tx_MB "
+          "hosts  (run)\n";
+  int position = 0;
+  std::string agreement;
+  for (const auto& [n, by_rate] : pp) {
+    const Run* unlimited = by_rate.count("unlimited") ? by_rate.at("unlimited") : nullptr;
+    for (const auto& [rate, r] : by_rate) {
+      const auto g = c::gbit(rate);
+      const double step = number(r->results, {"timing", "mean_seconds"}).value();
+      const json* ranks = find(r->results, {"pp", "traffic", "ranks"});
+      std::string bytes;
+      double busiest = 0;
+      if (ranks && ranks->is_array()) {
+        for (const json& k : *ranks) {
+          const double predicted = number(k, {"predicted_sent_bytes_per_step"}).value_or(0);
+          const double measured = number(k, {"measured_tx_bytes_per_step"}).value_or(0);
+          busiest = std::max(busiest, predicted);
+          bytes += fmt::format("{}{}: {:.2f} / {:.2f}", bytes.empty() ? "" : "; ", text(k, {"rank"}), predicted / 1e6,
+                               measured / 1e6);
+          if (g) {
+            data += fmt::format("{} {} {:.4f} {:.4f} {}  # runs/{}\n", position++, text(k, {"rank"}), predicted / 1e6,
+                                measured / 1e6, n, r->id);
+          }
+        }
+      }
+      std::string model = "-", ratio = "-";
+      if (g && unlimited) {
+        const double compute = number(unlimited->results, {"timing", "mean_seconds"}).value();
+        const double seconds = compute + busiest / (*g * 1e9 / 8 * c::kPayloadShare);
+        model = fmt::format("{:.3f}", seconds);
+        ratio = fmt::format("{:.2f}", step / seconds);
+        agreement += fmt::format("{}{} hosts at {}: {:.3f} s against {:.3f} s ({:.2f})", agreement.empty() ? "" : "; ",
+                                 n, rate, step, seconds, step / seconds);
+      }
+      table.rows.push_back({"pp", std::to_string(n), rate, fmt::format("{:.3f}", step),
+                            fmt::format("{:.0f}", number(r->results, {"timing", "tokens_per_second"}).value_or(0)), model,
+                            ratio, bytes, r->id});
+    }
+  }
+  fig.provenance = pv.line({1, 2, 4});
+  plotter.plot(fig, data, {});
+  fig.caption = fmt::format(
+      "The GPT-2 exercises (reference solutions, gpt2-mini on the translation fixture) on network-namespace hosts of "
+      "this machine (sudo make cluster-demo). Left: dp with 8 pairs per host (weak scaling): seconds per step and "
+      "tokens per second summed over the hosts; each host computes on its share of this machine's cores, so the "
+      "ideal is a flat step time. Right: pp, one stage per host, 1F1B, 8 micro-batches of a batch of 32: each rank's "
+      "bytes per step, predicted from the boundaries (each micro-batch's activation forward and its gradient back, "
+      "float32; the tied embedding's gradient between the first and the last stage) and measured on its eth0 (the "
+      "difference: TCP/IP headers, the step's two scalar all_reduces, the rendezvous heartbeats). Step against the "
+      "model compute (the unlimited run's step) + the busiest rank's predicted bytes / rate ({:.0f}% of it payload): "
+      "{}.",
+      100 * c::kPayloadShare, agreement.empty() ? "no rate-limited run with its unlimited twin" : agreement);
+  return fig;
+}
+
 }  // namespace dtlab::grader::report_parts

@@ -22,7 +22,8 @@ inline constexpr double kGnuplotTimeoutSeconds = 60;
 inline const std::vector<std::string> kTimedExercises = {"task2a", "task2b", "task3"};
 inline const std::set<std::string> kPurposes = {"timing", "losses", "reference", "bucket-sweep", "traffic",
                                                 "dp-timing-weak", "dp-timing-strong", "dp-learning",
-                                                "pipeline-timing", "cluster"};
+                                                "pipeline-timing", "pp-timing", "cluster", "cluster-dp",
+                                                "cluster-pp"};
 
 // Reading JSON leniently: a missing field is reported by the caller, never a crash.
 const json* find(const json& j, std::initializer_list<const char*> keys);
@@ -106,6 +107,11 @@ Figure dp_scaling_figure(const Folder& f, const Provenance& pv, Plotter& plotter
 Figure dp_epochs_figure(const Folder& f, const Provenance& pv, Plotter& plotter);
 Figure pipeline_modes_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure pipeline_timeline_figure(const Folder& f, const Provenance& pv, Plotter& plotter);
+// The pp exercise's (report_figures_pp.cpp).
+Figure pp_timeline_figure(const Folder& f, const Provenance& pv, Plotter& plotter);
+Figure pp_schedules_figure(const Folder& f, const Provenance& pv, Plotter& plotter);
+// The GPT-2 exercises on the emulated cluster (report_figures_cluster.cpp).
+Figure cluster_lm_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure cluster_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 
 }  // namespace dtlab::grader::report_parts

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The lesson of tasks 2a, 2b and 3 on an emulated cluster: the three ways of synchronising
+# The lesson of tasks 2a, 2b and 3 on an emulated cluster, then the GPT-2 exercises dp and pp: the three ways of synchronising
 # gradients timed on N network-namespace hosts of this machine (scripts/netns_hosts.sh) whose
 # links are rate-limited in both directions, at several link rates and world sizes, with a BERT
 # sized so that communication is a real part of a step (the model, below). On one machine over loopback compute and
@@ -12,9 +12,11 @@
 #                                [--ranks "4 2"] [--steps 6] [--build build]
 # DIR (default out/grade, the grading's results folder) gets runs/cluster-<task>-<rate>-w<N>/
 # (each rank's log, output/results.json, run.json with the rate) and cluster-fixtures/ (the
-# model: BERT-base's width, 5 layers, the fixture's 662 words, sequence 8, global batch 8).
+# model: BERT-base's width, 5 layers, the fixture's 662 words, sequence 8, global batch 8), and
+# runs/cluster-dp-<rate>-w<N>/, runs/cluster-pp-<rate>-w<N>/ (gpt2-mini on the translation
+# fixture; figure 12).
 # Prints one line per run: seconds per step, of it waiting for gradients; then, when DIR holds
-# a grading (make demo), renders its report again, with figure 9 from these runs. The hosts are
+# a grading (make demo), renders its report again, with figures 9 and 12 from these runs. The hosts are
 # always torn down: at the end, on failure, on Ctrl-C or SIGTERM (and leftovers of a killed
 # earlier run are removed first).
 set -euo pipefail
@@ -39,14 +41,14 @@ while (($# > 0)); do
     --ranks) ranks_list=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
 
 ((EUID == 0)) || die "needs root (network namespaces, links and rate limits): run it with sudo, e.g. sudo make cluster-demo"
 [[ $steps =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive number, got '$steps'"
-for t in task2a task2b task3; do
+for t in task2a task2b task3 dp pp; do
   [[ -x $build/$t-solution ]] || die "$build/$t-solution is missing: run make build first"
 done
 [[ -x $build/tools/dtlab-fixtures ]] || die "$build/tools/dtlab-fixtures is missing: run make build first"
@@ -125,6 +127,46 @@ for task in task2a task2b task3; do
       echo "cluster_demo: $task at $world hosts, $rate: losses differ from the loopback run's ($dir/rank0.log)" >&2
       status=1
     fi
+  done
+done
+
+# The GPT-2 exercises on the same hosts (figure 12). dp: data parallel at 1, 2 and 4 hosts with
+# the batch per host fixed (weak scaling), at the first rate: each host computes on its own share
+# of this machine's cores (Group::ranks_on_this_machine divides them), so what the figure
+# shows beyond that share is the network. pp: the pipeline across ranks, one stage per host, at 2
+# and 4 hosts at that rate and unlimited: the unlimited run's step is the compute of the model
+# "compute + boundary bytes / rate", and every rank's bytes per step are predicted from the
+# boundaries' shapes and measured on its eth0 (Note [Bytes of a stage rank], lm/pp_step.cpp).
+lm_rate=${rates%% *}
+lm_flags=(--model_config gpt2-mini --tokenizer_dir "$fixtures/gpt2-tiny" --data_dir "$fixtures/translation"
+  --max_steps "$steps" --no_eval --no_save --seed 42 --dropout 0 --overwrite_output_dir --log_first_steps 0)
+run_lm() {  # id exercise purpose world rate args...
+  local id=$1 exercise=$2 purpose=$3 world=$4 rate=$5
+  shift 5
+  local dir="$out/runs/$id" outcome=ok rate_flag=()
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  [[ $rate == unlimited ]] || rate_flag=(--rate "$rate")
+  if ! "$netns" run "$world" --prefix "$prefix" "${rate_flag[@]}" --logs "$dir" --timeout 900 -- \
+    "$build/$exercise-solution" "${lm_flags[@]}" "$@" --output_dir "$dir/output" \
+    --master_ip '{master}' --world_size '{world}' --local_rank '{rank}' >"$dir/netns.log" 2>&1; then
+    echo "cluster_demo: $id failed: see $dir/netns.log and $dir/rank*.log" >&2
+    outcome=failed
+    status=1
+  fi
+  printf '{"id": "%s", "exercise": "%s", "purpose": "%s", "world_size": %d, "rate": "%s", "outcome": "%s"}\n' \
+    "$id" "$exercise" "$purpose" "$world" "$rate" "$outcome" >"$dir/run.json.partial"
+  mv "$dir/run.json.partial" "$dir/run.json"
+  line=$(grep -h '^throughput' "$dir/rank0.log" 2>/dev/null || true)
+  printf '%-24s %s\n' "$id" "${line:-no timing (see $dir/rank0.log)}"
+}
+for world in 1 2 4; do
+  run_lm "cluster-dp-$lm_rate-w$world" dp cluster-dp "$world" "$lm_rate" --global_batch_size $((8 * world))
+done
+for world in 2 4; do
+  for rate in "$lm_rate" unlimited; do
+    run_lm "cluster-pp-$rate-w$world" pp cluster-pp "$world" "$rate" --stages "$world" --micro_batches 8 \
+      --schedule 1f1b --batch_size 32
   done
 done
 

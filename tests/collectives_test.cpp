@@ -1,6 +1,7 @@
 // dist::Group's collectives over Gloo, with the ranks as threads of this process (see
 // dist_test_util.h): the results in closed form, the argument checks, and the CommLog records
 // that task 4 reads.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "dtlab/core/error.h"
 #include "dtlab/dist/broadcast_state.h"
 #include "dtlab/dist/group.h"
+#include "dtlab/dist/subgroup.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share
@@ -459,6 +461,36 @@ TEST(DesyncDetection, AgreeingRanksRunAsBeforeAndTheCheckIsNeitherLoggedNorNumbe
     const auto records = g.log().records();
     ASSERT_EQ(records.size(), 3u);
     EXPECT_EQ(records[2].sequence, 3);
+  });
+}
+
+// dist/subgroup.h: a 2 x 2 grid as a pipeline that is data parallel makes it. The sub-groups'
+// collectives reduce over their members only, and the world's still over everyone.
+TEST(NewGroup, EachSubGroupReducesOverItsMembersOnly) {
+  run_ranks(4, [](Group& world) {
+    const int stage = world.rank() % 2;
+    const std::vector<int> members = {stage, stage + 2};
+    auto sub = dtlab::dist::new_group(world, members, "stage " + std::to_string(stage));
+    EXPECT_EQ(sub->size(), 2);
+    EXPECT_EQ(sub->rank(), world.rank() / 2);
+    // Its errors name the rank as the launcher numbered it, and its place in the sub-group.
+    EXPECT_EQ(dtlab::dist::rank_name(sub->state()),
+              fmt::format("rank {} (rank {} of stage {})", world.rank(), world.rank() / 2, stage));
+    torch::Tensor t = torch::full({3}, static_cast<float>(world.rank() + 1));
+    sub->all_reduce(t, ReduceOp::SUM, "stage gradients");
+    EXPECT_FLOAT_EQ(t[0].item<float>(), static_cast<float>(members[0] + 1 + members[1] + 1));
+    torch::Tensor all = torch::ones({1});
+    world.all_reduce(all);
+    EXPECT_FLOAT_EQ(all.item<float>(), 4.0f);
+  });
+}
+
+TEST(NewGroup, AListWithoutTheCallerOrWithARepeatIsAnError) {
+  run_ranks(2, [](Group& world) {
+    const int other = 1 - world.rank();
+    EXPECT_THROW(dtlab::dist::new_group(world, {other}, "others"), dtlab::Error);
+    EXPECT_THROW(dtlab::dist::new_group(world, {world.rank(), world.rank()}, "twice"), dtlab::Error);
+    EXPECT_THROW(dtlab::dist::new_group(world, {world.rank(), 7}, "out of the world"), dtlab::Error);
   });
 }
 

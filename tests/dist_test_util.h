@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -60,6 +61,12 @@ inline void run_ranks(int world, const std::function<void(dist::Group&)>& body) 
         options->devices = {c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")};
         auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
         groups[rank] = dist::wrap_process_group(pg, rank, world, kRankTimeout, "gloo");
+        groups[rank]->state().make_backend = [store](const std::string& prefix, int sub_rank, int sub_size) {
+          auto sub_options = c10d::ProcessGroupGloo::Options::create(kRankTimeout);
+          sub_options->devices = {c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")};
+          return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store),
+                                                             sub_rank, sub_size, sub_options);
+        };
         body(*groups[rank]);
       } catch (...) {
         errors[rank] = std::current_exception();

@@ -70,8 +70,21 @@ const std::vector<Mutant> kPipelineMutants = {
     {"pipeline", "no_clear", "errors", "wrong number", "the same Pipe's next forward failed or was wrong", 120},
 };
 
+// The pipeline across ranks: schedules that deadlock or store too much are caught by simulation
+// before any rank runs them; a protocol that deadlocks on the wire, within the timeout, named.
+const std::vector<Mutant> kPpMutants = {
+    {"pp", "warmup_grows", "schedules", "wrong number", "deadlock after", 120},
+    {"pp", "warmup_plus_one", "schedules", "wrong number", "one_f_one_b_schedule for 1 stage and 2 micro-batches: stage 0 stores up to 2 activations at once", 120},
+    {"pp", "lifo_last_stage", "schedules", "wrong number", "sends its gradients in the order 1 0", 120},
+    {"pp", "skip_last_backward", "schedules", "wrong number", "stage 0: the backward of micro-batch 0 (B0) is missing", 120},
+    {"pp", "warmup_plus_one", "memory", "wrong number", "stage rank 0 held 4 micro-batches' activations at once", 180},
+    {"pp", "serial_stages", "overlap", "wrong number", "the stage ranks took turns instead of working at once", 180},
+    {"pp", "blocking_send", "losses-1f1b", "error", "(activation 1) failed", 3 * kTimeout + 120},
+};
+
 std::string mutants_binary(const std::string& exercise) {
   if (exercise == "pipeline") return DTLAB_PIPELINE_MUTANTS_BIN;
+  if (exercise == "pp") return DTLAB_PP_MUTANTS_BIN;
   return exercise == "dp" ? DTLAB_DP_MUTANTS_BIN : DTLAB_TASK2B_MUTANTS_BIN;
 }
 
@@ -107,7 +120,8 @@ TEST_P(GraderMutants, FailTheCheckThatShouldCatchThem) {
 TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
   for (const auto& [exercise, checks] : {std::pair{std::string("task2b"), "broadcast"},
                                          std::pair{std::string("dp"), "partition,gradients"},
-                                         std::pair{std::string("pipeline"), "schedule,split,transparency,concurrency"}}) {
+                                         std::pair{std::string("pipeline"), "schedule,split,transparency,concurrency"},
+                                         std::pair{std::string("pp"), "schedules,memory,overlap"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_GRADER_BIN, "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
@@ -203,6 +217,7 @@ std::string test_name(const ::testing::TestParamInfo<Mutant>& p) {
 INSTANTIATE_TEST_SUITE_P(Task2b, GraderMutants, ::testing::ValuesIn(kTask2bMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Dp, GraderMutants, ::testing::ValuesIn(kDpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Pipeline, GraderMutants, ::testing::ValuesIn(kPipelineMutants), test_name);
+INSTANTIATE_TEST_SUITE_P(Pp, GraderMutants, ::testing::ValuesIn(kPpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Fair, FairGrading, ::testing::ValuesIn(kFairCases),
                          [](const ::testing::TestParamInfo<FairCase>& p) { return p.param.exercise + "_" + p.param.mutant; });
 

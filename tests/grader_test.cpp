@@ -168,6 +168,31 @@ TEST(Grader, DpReferenceSolutionScoresFullMarks) {
   ASSERT_EQ(report.exit_code, 0) << report.output;
 }
 
+// pp: the schedules probed and simulated, GPipe, 1F1B and data x pipeline against one process,
+// the stored activations; the pp losses share the pipeline exercise's reference run.
+TEST(Grader, PpReferenceSolutionScoresFullMarks) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grade-pp");
+  std::vector<std::string> args = {"check", "pp", "--solutions", "--results", dir.string()};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  const ProcessResult r = grade(args, 900);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
+  EXPECT_EQ(results.at("score"), results.at("max_score")) << r.output;
+  EXPECT_EQ(results.at("tests").size(), 7u);
+  for (const char* run : {"pp-probe-schedules", "pp-gpipe", "pp-1f1b", "pp-dp-pp", "reference-gpt2-pipeline",
+                          "pp-timing-gpipe-m8", "pp-timing-1f1b-m8"}) {
+    EXPECT_TRUE(fs::exists(dir / "runs" / run / "output" / "results.json")) << run;
+  }
+  // The report draws the stage ranks' timelines and the schedules against m (figures 10, 11).
+  const ProcessResult report = grade({"report", "--results", dir.string()}, 300);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  for (const char* figure : {"pp_timeline", "pp_schedules"}) {
+    bool found = false;
+    for (const auto& f : fs::recursive_directory_iterator(dir)) found |= f.path().filename() == std::string(figure) + ".svg";
+    EXPECT_TRUE(found) << figure << " not drawn:\n" << report.output;
+  }
+}
+
 TEST(Grader, UntouchedSkeletonsScoreZeroAndEveryCheckNamesItsTodo) {
   const fs::path dir = dtlab::test::fresh_temp_dir("grade-skeletons");
   std::vector<std::string> args = {"check", "all", "--results", dir.string()};

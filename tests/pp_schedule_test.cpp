@@ -1,6 +1,7 @@
-// Per-rank pipeline schedules: the reference GPipe and 1F1B lists, and the simulator
-// that checks any lists for completeness and deadlock and measures them (Note [Stage
-// schedules] in pipeline/simulate.h). No LibTorch: the schedule is data.
+// Per-rank pipeline schedules: the reference GPipe and 1F1B lists (the pp exercise's solution,
+// solutions/pp/schedule.cpp, compiled in), and the simulator that checks any lists for
+// completeness, deadlock and message order and measures them (Note [Stage schedules] in
+// pipeline/simulate.h). No tensors: the schedule is data.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "dtlab/core/error.h"
 #include "dtlab/pipeline/simulate.h"
 #include "dtlab/pipeline/stage_schedule.h"
+#include "dtlab/tasks/pp.h"
 
 // One namespace for the whole file: unit suites are compiled in groups (Note [Unity builds]),
 // so nothing here may leak into the next file.
@@ -28,7 +30,15 @@ using dtlab::pipeline::SimulationCosts;
 using dtlab::pipeline::SimulationResult;
 using dtlab::pipeline::StageOp;
 using dtlab::pipeline::StageSchedule;
-using dtlab::pipeline::stage_schedules;
+using dtlab::pp::gpipe_schedule;
+using dtlab::pp::one_f_one_b_schedule;
+
+// Every stage's list of the reference builder of `kind`.
+std::vector<StageSchedule> stage_schedules(ScheduleKind kind, int stages, int micro_batches) {
+  return dtlab::pipeline::stage_schedules(
+      kind == ScheduleKind::kGPipe ? dtlab::pipeline::ScheduleBuilder(gpipe_schedule) : one_f_one_b_schedule, stages,
+      micro_batches);
+}
 
 constexpr int kMax = 8;  // the grader's loop: every stages and micro-batch count in 1..kMax
 
@@ -118,8 +128,8 @@ TEST(StageSchedule, KindsParseFromTheirNamesAndAnythingElseNamesTheAcceptedValue
 }
 
 TEST(StageSchedule, BuildersNameTheArgumentThatIsOutOfRange) {
-  for (auto* build : {&dtlab::pipeline::gpipe_schedule, &dtlab::pipeline::one_f_one_b_schedule}) {
-    const std::string name = build == &dtlab::pipeline::gpipe_schedule ? "gpipe_schedule" : "one_f_one_b_schedule";
+  for (auto* build : {&gpipe_schedule, &one_f_one_b_schedule}) {
+    const std::string name = build == &gpipe_schedule ? "gpipe_schedule" : "one_f_one_b_schedule";
     std::string message = error_of([&] { build(4, 4, 8); });
     EXPECT_TRUE(contains(message, name + ": stage is 4: the stages of a 4-stage pipeline are 0..3")) << message;
     message = error_of([&] { build(-1, 4, 8); });
@@ -135,12 +145,12 @@ TEST(StageSchedule, BuildersNameTheArgumentThatIsOutOfRange) {
 
 TEST(StageSchedule, GPipeRunsEveryForwardThenEveryBackwardInMicroBatchOrderOnEveryStage) {
   for (int s = 0; s < 4; ++s) {
-    EXPECT_EQ(dtlab::pipeline::gpipe_schedule(s, 4, 3), parse("F0 F1 F2 B0 B1 B2")) << "stage " << s;
+    EXPECT_EQ(gpipe_schedule(s, 4, 3), parse("F0 F1 F2 B0 B1 B2")) << "stage " << s;
   }
-  EXPECT_EQ(dtlab::pipeline::gpipe_schedule(0, 1, 1), parse("F0 B0"));
+  EXPECT_EQ(gpipe_schedule(0, 1, 1), parse("F0 B0"));
 }
 
-// The handout's table (docs/pp-schedules-draft.md): warm-up 3, 2, 1, 0, then one forward, one
+// The handout's table (docs/STAGE_SCHEDULES.md): warm-up 3, 2, 1, 0, then one forward, one
 // backward, then the cool-down.
 TEST(StageSchedule, OneFOneBForFourStagesAndEightMicroBatchesIsPipeDreamFlush) {
   const std::vector<StageSchedule> expected = {
@@ -154,10 +164,10 @@ TEST(StageSchedule, OneFOneBForFourStagesAndEightMicroBatchesIsPipeDreamFlush) {
 
 TEST(StageSchedule, OneFOneBWithFewerMicroBatchesThanStagesWarmsUpWithAllOfThem) {
   // Stage 0 of 4 would warm up with 3 forwards; there are only 2: it runs GPipe's list.
-  EXPECT_EQ(dtlab::pipeline::one_f_one_b_schedule(0, 4, 2), parse("F0 F1 B0 B1"));
-  EXPECT_EQ(dtlab::pipeline::one_f_one_b_schedule(2, 4, 2), parse("F0 F1 B0 B1"));
-  EXPECT_EQ(dtlab::pipeline::one_f_one_b_schedule(3, 4, 2), parse("F0 B0 F1 B1"));
-  EXPECT_EQ(dtlab::pipeline::one_f_one_b_schedule(0, 1, 3), parse("F0 B0 F1 B1 F2 B2"));
+  EXPECT_EQ(one_f_one_b_schedule(0, 4, 2), parse("F0 F1 B0 B1"));
+  EXPECT_EQ(one_f_one_b_schedule(2, 4, 2), parse("F0 F1 B0 B1"));
+  EXPECT_EQ(one_f_one_b_schedule(3, 4, 2), parse("F0 B0 F1 B1"));
+  EXPECT_EQ(one_f_one_b_schedule(0, 1, 3), parse("F0 B0 F1 B1 F2 B2"));
 }
 
 TEST(StageSchedule, BothBuildersRunForwardsAndBackwardsInMicroBatchOrderWithTheWarmUpBeforeTheFirstBackward) {
@@ -431,7 +441,7 @@ TEST(ScheduleSimulation, AWarmUpThatGrowsFromOneStageToTheNextDeadlocks) {
 // stage 1 needs all m activations first. Fine while m <= n, a deadlock from m = n + 1.
 TEST(ScheduleSimulation, TheLoopOverSizesFindsAMutantThatOnlyDeadlocksWithManyMicroBatches) {
   const Builder mutant = [](int s, int n, int m) {
-    return s == 1 ? dtlab::pipeline::gpipe_schedule(s, n, m) : dtlab::pipeline::one_f_one_b_schedule(s, n, m);
+    return s == 1 ? gpipe_schedule(s, n, m) : one_f_one_b_schedule(s, n, m);
   };
   std::set<std::pair<int, int>> expected;
   for (int n = 2; n <= kMax; ++n) {
@@ -460,6 +470,24 @@ TEST(ScheduleSimulation, TheLoopOverSizesFindsAMutantThatOnlyDeadlocksWithFewMic
   }
   EXPECT_EQ(failing_sizes(mutant), expected);
   EXPECT_EQ(failing_sizes(mutant).count({8, 4}), 0u);  // the handout's 4 stages, 8 micro-batches pass
+}
+
+// c10d pairs messages by order: a stage that takes its backwards in another order than its
+// neighbour sends the gradients would compute on the wrong micro-batch's gradient, silently. The
+// simulator matches by tag and passes such lists; check_message_order names the link.
+TEST(MessageOrder, NeighboursThatRunTheirBackwardsInDifferentOrdersAreNamed) {
+  std::vector<StageSchedule> lists = stage_schedules(ScheduleKind::kGPipe, 3, 3);
+  EXPECT_NO_THROW(dtlab::pipeline::check_message_order(lists));
+  EXPECT_NO_THROW(dtlab::pipeline::check_message_order(stage_schedules(ScheduleKind::k1F1B, 8, 8)));
+  lists[2] = parse("F0 F1 F2 B2 B1 B0");  // the last stage drains last-in first-out
+  EXPECT_TRUE(simulate(lists, 3).completed);
+  const std::string message = error_of([&] { dtlab::pipeline::check_message_order(lists); });
+  EXPECT_TRUE(contains(message, "stage 2 sends its gradients in the order 2 1 0 but stage 1 receives them in the "
+                                "order 0 1 2")) << message;
+  lists = stage_schedules(ScheduleKind::kGPipe, 2, 3);
+  lists[1] = parse("F1 F0 F2 B0 B1 B2");
+  EXPECT_TRUE(contains(error_of([&] { dtlab::pipeline::check_message_order(lists); }),
+                       "stage 0 sends its activations in the order 0 1 2 but stage 1 receives them in the order 1 0 2"));
 }
 
 }  // namespace pp_schedule_test

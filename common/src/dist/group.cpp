@@ -125,7 +125,8 @@ std::string who_stopped(const Group::State& s) {
 }
 
 // Note [Desync detection] (dist/group.h): an all_gather of every rank's fingerprint, as int64
-// words of a fixed-size text, straight on the process group (not numbered, not logged).
+// words of a fixed-size text, straight on the process group (not numbered, not logged). The
+// number in the fingerprint counts collectives only (see start()).
 void check_same_operation(Group::State& s, const CommRecord& record) {
   constexpr int64_t kWords = 24;  // 192 bytes of fingerprint; longer ones are cut
   const std::string mine = fingerprint(record);
@@ -145,7 +146,7 @@ void check_same_operation(Group::State& s, const CommRecord& record) {
     const c10::intrusive_ptr<c10d::Work> work = s.pg->allgather(output, input, options);
     if (!work->wait(s.timeout)) throw std::runtime_error("timed out after " + seconds_text(s.timeout));
   } catch (const std::exception& e) {
-    throw DistError("rank " + std::to_string(s.rank) + ": checking that every rank is about to run " +
+    throw DistError(rank_name(s) + ": checking that every rank is about to run " +
                     name_of(record) + " failed: " + as_sentence(what_of(e)) + who_stopped(s));
   }
   std::vector<std::string> theirs;
@@ -187,7 +188,7 @@ void PendingWork::wait() {
   try {
     if (!f->work->wait(s.timeout)) throw std::runtime_error("timed out after " + seconds_text(s.timeout));
   } catch (const std::exception& e) {
-    throw DistError("rank " + std::to_string(s.rank) + ": " + name_of(f->record) + " failed: " +
+    throw DistError(rank_name(s) + ": " + name_of(f->record) + " failed: " +
                     as_sentence(what_of(e)) + who_stopped(s));
   }
   f->record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - f->start).count();
@@ -199,9 +200,16 @@ namespace {
 PendingWork start(Group::State& s, CommRecord record, const Launch& launch) {
   record.sequence = ++s.sequence;
   if (s.heartbeat) s.heartbeat->at_operation(name_of(record));
-  // Point-to-point pairs differ by design (a send meets a recv): only collectives are compared.
-  if (s.check_collectives && s.size > 1 && record.op != "send" && record.op != "recv") {
-    check_same_operation(s, record);
+  // Point-to-point pairs differ by design (a send meets a recv): only collectives are compared,
+  // and they are numbered among themselves, since ranks that send and receive different numbers
+  // of messages (a pipeline's stages) still issue the same collectives.
+  if (record.op != "send" && record.op != "recv") {
+    ++s.collectives;
+    if (s.check_collectives && s.size > 1) {
+      CommRecord numbered = record;
+      numbered.sequence = s.collectives;
+      check_same_operation(s, numbered);
+    }
   }
   auto f = std::make_unique<detail::InFlight>();
   f->state = &s;
@@ -209,7 +217,7 @@ PendingWork start(Group::State& s, CommRecord record, const Launch& launch) {
   try {
     f->work = launch(*s.pg);
   } catch (const std::exception& e) {
-    throw DistError("rank " + std::to_string(s.rank) + ": " + name_of(record) + " failed: " + what_of(e) + "." +
+    throw DistError(rank_name(s) + ": " + name_of(record) + " failed: " + what_of(e) + "." +
                     who_stopped(s));
   }
   f->record = std::move(record);

@@ -310,6 +310,13 @@ std::unique_ptr<Group> init_process_group(const Settings& s) {
       wrap_process_group(connect_backend(store, s, address, device), s.rank, s.world_size, s.timeout, s.backend,
                          local_rank, here.local_world_size, here.ranks_on_this_machine);
   group->state().device = device;
+  // Sub-groups (dist/subgroup.h): the same backend and network device, over the same store.
+  group->state().make_backend = [store, s, address, device](const std::string& prefix, int rank, int size) {
+    Settings sub = s;
+    sub.rank = rank;
+    sub.world_size = size;
+    return connect_backend(c10::make_intrusive<c10d::PrefixStore>(prefix, store), sub, address, device);
+  };
   if (heartbeat) attach_heartbeat(*group, store, std::move(heartbeat));
   group->check_collectives(s.check_collectives);
   return group;

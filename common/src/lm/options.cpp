@@ -133,6 +133,23 @@ void add_pipeline_flags(CLI::App& app, LmOptions& o) {
       ->check(CLI::IsMember({"schedule", "split", "transparency", "concurrency", "errors"}));
 }
 
+void add_stage_rank_flags(CLI::App& app, LmOptions& o) {
+  app.add_option("--stages", o.stages,
+                 "Pipeline stages, one rank each; the world size must be a multiple (pipelines x stages, "
+                 "the pipelines data parallel)")->check(CLI::PositiveNumber);
+  app.add_option("--micro_batches", o.micro_batches, "Micro-batches each pipeline's batch is split into")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--balance", o.balance,
+                 "Layers per stage, e.g. 3,3 (embeddings, blocks, head in order); default: balanced by the kit")
+      ->delimiter(',');
+  app.add_option("--schedule", o.schedule, "The pipeline schedule: gpipe (fill, drain) or 1f1b (PipeDream-flush)")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+  app.add_option("--probe", o.probe,
+                 "Grading aid: instead of training, write every schedule the builders make (m, n in 1..8) to "
+                 "OUTPUT_DIR/results.json")
+      ->check(CLI::IsMember({"schedules"}));
+}
+
 void validate(const LmOptions& o) {
   validate_model_source(o);
   if (!fs::is_directory(o.data_dir)) {

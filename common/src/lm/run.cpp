@@ -14,12 +14,14 @@
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
 #include "dtlab/dist/broadcast_state.h"
+#include "dtlab/dist/netdev.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/lm/dataset.h"
 #include "dtlab/lm/evaluate.h"
 #include "dtlab/lm/loss.h"
 #include "dtlab/lm/model.h"
 #include "dtlab/pipeline/gpt2_layout.h"
+#include "dtlab/pipeline/stage_schedule.h"
 #include "dtlab/pipeline/timeline.h"
 #include "dtlab/pipeline/workers.h"
 #include "dtlab/report/results.h"
@@ -98,6 +100,7 @@ std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExe
   // Data parallel: the loss of each rank is its share of the union's (Note [Data-parallel loss]).
   state.loss = translation_loss(state.model, ex.data_parallel ? run.group.get() : nullptr);
   std::unique_ptr<train::GradientSync> sync = train::no_sync();
+  if (ex.stage_ranks && run.group) dist::broadcast_module_state(*state.module, *run.group);
   if (ex.data_parallel) {
     dist::broadcast_module_state(*state.module, *run.group);
     sync = train::sync_after_backward(ex.data_parallel->average_gradients, *state.module, *run.group,
@@ -180,7 +183,7 @@ void print_samples(const std::vector<Translation>& translations, int samples) {
 
 void print_banner(const LmOptions& o, const train::Run& run, const LmTrainState& state,
                   const train::LoopPlan& plan, const tokenizer::Gpt2Tokenizer& tokenizer,
-                  const LmData& d, int64_t rank_examples, const std::string& load_notice) {
+                  const LmData& d, int64_t rank_examples, const std::string& load_notice, bool stages_as_ranks) {
   const model::Gpt2Config& c = state.model->config();
   const int world = run.world();
   fmt::print("dtlab {}\n", run.name);
@@ -193,15 +196,25 @@ void print_banner(const LmOptions& o, const train::Run& run, const LmTrainState&
              d.train.truncated, o.max_length,
              o.no_eval ? std::string("no evaluation (--no_eval)")
                        : fmt::format("{} validation pairs, BLEU on {} test pairs", d.validation.size(), d.test.size()));
-  fmt::print("  training    batch {} x {} rank{} = {}, {} epochs, {} steps, AdamW lr {:g} wd {:g}, "
+  // Stages as ranks: the ranks of a pipeline read the same rows; the pipelines split the batch.
+  const int readers = plan.sampler.world_size;
+  const char* reader = stages_as_ranks ? "pipeline" : "rank";
+  fmt::print("  training    batch {} x {} {}{} = {}, {} epochs, {} steps, AdamW lr {:g} wd {:g}, "
              "warmup {}, clip {:g}, dropout {}\n",
-             plan.batch_per_rank, world, world == 1 ? "" : "s", plan.batch_per_rank * world,
+             plan.batch_per_rank, stages_as_ranks ? readers : world, reader,
+             (stages_as_ranks ? readers : world) == 1 ? "" : "s",
+             plan.batch_per_rank * (stages_as_ranks ? readers : world),
              plan.epochs, plan.total_steps, o.learning_rate, o.weight_decay, o.warmup_steps,
              o.max_grad_norm, o.dropout ? fmt::format("{:g}", *o.dropout) : "from the config");
   if (run.group) {
     fmt::print("  ranks       {}\n", run.describe_ranks());
-    fmt::print("  partition   rank 0 reads {} of the {} training pairs, in the same order every epoch\n",
-               rank_examples, d.train.size());
+    if (stages_as_ranks) {
+      fmt::print("  partition   each pipeline's ranks read the same rows: 1/{} of the {} training pairs, shuffled "
+                 "every epoch\n", readers, d.train.size());
+    } else {
+      fmt::print("  partition   rank 0 reads {} of the {} training pairs, in the same order every epoch\n",
+                 rank_examples, d.train.size());
+    }
   }
   fmt::print("  runtime     {}\n", train::describe_runtime());
   std::fputs(load_notice.c_str(), stdout);
@@ -228,6 +241,29 @@ void print_pipeline(const std::vector<int>& devices, int micro_batches) {
   std::fflush(stdout);
 }
 
+// "stages      2 x 1f1b, 4 micro-batches, 2 pipelines (data parallel): stage 0 = ranks 0, 2: embeddings .. block 1; ..."
+void print_stage_grid(const StageGrid& g) {
+  std::string layout;
+  const auto layers = static_cast<int64_t>(g.layer_stages.size());
+  for (int s = 0; s < g.stages; ++s) {
+    int64_t first = -1, last = -1;
+    for (int64_t l = 0; l < layers; ++l) {
+      if (g.layer_stages[static_cast<size_t>(l)] != s) continue;
+      if (first < 0) first = l;
+      last = l;
+    }
+    std::vector<int> ranks;
+    for (int p = 0; p < g.pipelines; ++p) ranks.push_back(g.rank_of(p, s));
+    layout += fmt::format("{}stage {} = rank{} {}: {}{}", s ? "; " : "", s, ranks.size() > 1 ? "s" : "",
+                          fmt::join(ranks, ", "), pipeline::gpt2_layer_name(first, layers),
+                          last > first ? " .. " + pipeline::gpt2_layer_name(last, layers) : "");
+  }
+  fmt::print("  stages      {} stage ranks x {} micro-batch{}, schedule {}, {} pipeline{}{}: {}\n", g.stages,
+             g.micro_batches, g.micro_batches == 1 ? "" : "es", pipeline::schedule_kind_name(g.schedule), g.pipelines,
+             g.pipelines == 1 ? "" : "s", g.pipelines > 1 ? " (data parallel)" : "", layout);
+  std::fflush(stdout);
+}
+
 // "throughput: 10210 tokens/s, 58.5 ms/step (7 steps, the first discarded); pipeline bubble 0.35
 // (GPipe's (n-1)/(m+n-1) = 0.20)": the line `make pipeline` puts side by side.
 void print_throughput(const nlohmann::json& results, int micro_batches) {
@@ -247,14 +283,17 @@ void print_throughput(const nlohmann::json& results, int micro_batches) {
 
 int run_lm(const LmOptions& o, const LmExercise& ex) {
   // Who this process is. Flags are checked before any rank waits for another.
-  train::Run run = train::plan_run(ex.name, ex.data_parallel ? &o.launch : nullptr);
+  const bool ranks = ex.data_parallel || ex.stage_ranks;
+  train::Run run = train::plan_run(ex.name, ranks ? &o.launch : nullptr);
   validate(o);
   if (run.settings.rank == 0 && fs::is_directory(o.output_dir) && !fs::is_empty(o.output_dir) &&
       !o.overwrite_output_dir) {
     throw Error("--output_dir " + o.output_dir + " already exists and is not empty: use "
                 "--overwrite_output_dir to overwrite it");
   }
-  train::start_run(run, ex.data_parallel ? ex.data_parallel->setup : nullptr, o.threads);
+  train::SetupFunction setup = ex.data_parallel ? ex.data_parallel->setup : nullptr;
+  if (ex.stage_ranks) setup = dist::init_process_group;  // the kit joins the stage ranks
+  train::start_run(run, setup, o.threads);
 
   // Tokenizer and data, tokenised once; then the model and how its gradients travel.
   const tokenizer::Gpt2Tokenizer tokenizer = load_tokenizer(o);
@@ -267,10 +306,18 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   const LmDataset all(d.train);
   const Reading reading = rank_reading(o, ex, run, all);
   const RankShare& share = reading.share;
+  // Stages as ranks: every stage of a pipeline reads the same rows; the pipelines share the data
+  // set as data-parallel ranks do (the sampler's shards).
+  std::optional<StageGrid> grid;
+  if (ex.stage_ranks) {
+    grid = plan_stage_grid(run.world(), run.rank(), o.stages, o.micro_batches, pipeline::parse_schedule_kind(o.schedule),
+                           pipeline::gpt2_layer_devices(state.model, o.stages, o.balance));
+  }
+  const int replicas = grid ? grid->pipelines : 1;
   train::LoopPlan plan;
-  plan.batch_per_rank = share.batch_size;
-  plan.sampler = {share.data->size(), 1, 0, reading.shuffle, o.seed};
-  train::plan_steps(plan, share.data->size(), 1, o.num_epochs, o.max_steps);
+  plan.batch_per_rank = grid ? batch_per_rank(o, replicas) : share.batch_size;
+  plan.sampler = {share.data->size(), replicas, grid ? grid->pipeline : 0, reading.shuffle, o.seed};
+  train::plan_steps(plan, share.data->size(), replicas, o.num_epochs, o.max_steps);
   plan.evaluate = !o.no_eval;
   plan.log_first_steps = o.log_first_steps;
   plan.progress_seconds = o.progress_seconds;
@@ -278,7 +325,17 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   add_optimizer(state, o, plan.total_steps);
   const EvalInputs eval{state.model, &tokenizer, ids, &d.validation, &d.test, o.eval_batch_size,
                         TranslateOptions{o.eval_batch_size, o.max_length, o.max_new_tokens}};
+  std::unique_ptr<StageRankTrainer> stage_trainer;
+  if (grid) {
+    // The interface whose counters measure the stage ranks' traffic (Note [Bytes of a stage rank]).
+    const std::string interface =
+        run.world() > 1 ? dist::interface_towards(run.settings.master_addr, run.settings.master_port,
+                                                  run.settings.interface)
+                        : "";
+    stage_trainer = std::make_unique<StageRankTrainer>(*ex.stage_ranks, *grid, state.model, *run.group, interface);
+  }
   state.evaluate = [&] {
+    if (stage_trainer) stage_trainer->gather_model();  // each rank trained only its stage
     std::vector<Translation> translations;
     const train::EvalResult r = evaluate_translation(eval, run.group.get(), &translations);
     if (run.lead()) print_samples(translations, o.samples);
@@ -292,7 +349,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   const fs::path results_path = fs::path(o.output_dir) / "results.json";
   if (run.lead()) {
     const std::string notice = o.model_config.empty() ? load_report.describe(o.model_name_or_path) : "";
-    print_banner(o, run, state, plan, tokenizer, d, share.data->size(), notice);
+    print_banner(o, run, state, plan, tokenizer, d, share.data->size(), notice, grid.has_value());
   }
   // The pipeline exercise: the same model, its forward and backward run by the student's Pipe.
   std::optional<PipelinedModel> pipelined;
@@ -306,8 +363,12 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     if (run.lead()) print_pipeline(devices, o.micro_batches);
   }
   train::StepFunction step = pipelined ? pipeline_step(*pipelined, pipeline_stats) : train::kit_step(*sync);
+  if (stage_trainer) {
+    step = stage_rank_step(*stage_trainer);
+    if (run.lead()) print_stage_grid(*grid);
+  }
   if (!o.dump_dir.empty()) {
-    if (pipelined) throw Error("--dump_dir is for the data-parallel exercises, not with --stages > 1");
+    if (pipelined || stage_trainer) throw Error("--dump_dir is for the data-parallel exercises, not with pipeline stages");
     std::vector<int64_t> epoch1 = data::shard_indices(plan.sampler, 0);
     for (int64_t& row : epoch1) row = share.indices.at(static_cast<size_t>(row));
     step = train::step_with_rank_dumps(*sync, {o.dump_dir, 1, run.rank(), run.world(),
@@ -319,6 +380,10 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     nlohmann::json section = pipeline_stats.summary();
     section.update(pipeline_config);
     results.set_section("pipeline", section);
+  }
+  if (stage_trainer) {
+    stage_trainer->gather_model();  // rank 0 saves the whole model
+    results.set_section("pp", stage_trainer->summary());
   }
   if (run.lead()) {
     results.save(results_path);
@@ -334,10 +399,12 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
     LmOptions options;
     CLI::App app{"dtlab " + exercise.name + ": train GPT-2 to translate German->English as a "
                  "language model, evaluated by loss, perplexity and BLEU"};
-    add_lm_flags(app, options, exercise.data_parallel.has_value());
+    add_lm_flags(app, options, exercise.data_parallel.has_value() || exercise.stage_ranks.has_value());
     if (exercise.pipeline) add_pipeline_flags(app, options);
+    if (exercise.stage_ranks) add_stage_rank_flags(app, options);
     if (auto stop = parse_flags(app, argc, argv)) return *stop;
     if (exercise.pipeline && !options.probe.empty()) return exercise.pipeline->probe(options);
+    if (exercise.stage_ranks && !options.probe.empty()) return exercise.stage_ranks->probe(options);
     return run_lm(options, exercise);
   });
 }

@@ -1,7 +1,7 @@
 // Checks and runs the per-rank action lists of a pipeline, see pipeline/simulate.h.
 #include "dtlab/pipeline/simulate.h"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -182,6 +182,41 @@ SimulationResult check_schedules(const std::vector<StageSchedule>& per_stage, in
   for (char c : result.deadlock) waits += c == '\n' ? std::string("; ") : std::string(1, c);
   throw Error(fmt::format("the schedules of {} stages for {} micro-batches deadlock after {} of {} actions: {}",
                           per_stage.size(), micro_batches, done, total, waits));
+}
+
+namespace simulate_detail {
+
+// The order in which a stage runs the forwards (or backwards) of its list.
+std::vector<int> order_of(const StageSchedule& list, StageOp op) {
+  std::vector<int> order;
+  for (const Action& a : list) {
+    if (a.op == op) order.push_back(a.micro);
+  }
+  return order;
+}
+
+}  // namespace simulate_detail
+
+void check_message_order(const std::vector<StageSchedule>& lists) {
+  using simulate_detail::order_of;
+  for (size_t s = 0; s + 1 < lists.size(); ++s) {
+    const std::vector<int> sent = order_of(lists[s], StageOp::kForward);
+    const std::vector<int> received = order_of(lists[s + 1], StageOp::kForward);
+    if (sent != received) {
+      throw Error(fmt::format("stage {} sends its activations in the order {} but stage {} receives them in the order "
+                              "{}: messages between two ranks meet in the order they are posted, so neighbours must "
+                              "run their forwards in the same micro-batch order", s, fmt::join(sent, " "), s + 1,
+                              fmt::join(received, " ")));
+    }
+    const std::vector<int> back = order_of(lists[s + 1], StageOp::kBackward);
+    const std::vector<int> taken = order_of(lists[s], StageOp::kBackward);
+    if (back != taken) {
+      throw Error(fmt::format("stage {} sends its gradients in the order {} but stage {} receives them in the order "
+                              "{}: messages between two ranks meet in the order they are posted, so neighbours must "
+                              "run their backwards in the same micro-batch order", s + 1, fmt::join(back, " "), s,
+                              fmt::join(taken, " ")));
+    }
+  }
 }
 
 }  // namespace dtlab::pipeline

@@ -63,6 +63,9 @@ struct LmOptions {
   int micro_batches = 4;
   std::vector<int> balance;
   std::string probe;
+  // The pp exercise (stages as ranks; --stages, --micro_batches and --balance as above, the
+  // world made of pipelines of --stages ranks): "gpipe" or "1f1b".
+  std::string schedule = "1f1b";
 };
 
 // Adds the flags to app; distributed adds the launch flags (--master_ip ...) and
@@ -71,6 +74,9 @@ void add_lm_flags(CLI::App& app, LmOptions& options, bool distributed = false);
 
 // The pipeline exercise's flags: --stages, --micro_batches, --balance, --probe.
 void add_pipeline_flags(CLI::App& app, LmOptions& options);
+
+// The pp exercise's flags: --stages, --micro_batches, --balance, --schedule.
+void add_stage_rank_flags(CLI::App& app, LmOptions& options);
 
 // Checks values CLI11 cannot (one model source, positive sizes, existing folders, a known
 // preset). Throws dtlab::Error naming the flag.

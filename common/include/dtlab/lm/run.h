@@ -14,6 +14,7 @@
 #include "dtlab/dist/group.h"
 #include "dtlab/lm/options.h"
 #include "dtlab/lm/pipeline_step.h"
+#include "dtlab/lm/pp_step.h"
 #include "dtlab/model/gpt2.h"
 #include "dtlab/train/gradient_sync.h"
 #include "dtlab/train/loop.h"
@@ -58,6 +59,8 @@ struct LmExercise {
   std::string name = "gpt2";                       // printed and in results.json
   std::optional<DataParallelParts> data_parallel;  // set: the run has ranks (and launch flags)
   std::optional<PipelineParts> pipeline;           // set: --stages, --micro_batches, --balance, --probe
+  // set: the stages are ranks (pp): launch flags, --stages, --micro_batches, --balance, --schedule
+  std::optional<StageRankParts> stage_ranks;
 };
 
 // Trains and evaluates: tokenizer, data and model from the flags, AdamW with a linear schedule,

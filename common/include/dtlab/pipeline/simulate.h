@@ -80,4 +80,12 @@ SimulationResult simulate(const std::vector<StageSchedule>& per_stage, int micro
 SimulationResult check_schedules(const std::vector<StageSchedule>& per_stage, int micro_batches,
                                  const SimulationCosts& costs = {});
 
+// c10d pairs a send with a receive by order (per pair of ranks and direction), not by tag, so on
+// every link the receiver must take the micro-batches in the order the sender sends them: stage
+// s+1's forwards in stage s's forward order, stage s's backwards in stage s+1's backward order.
+// Otherwise a forward would compute on another micro-batch's activation without an error. Throws
+// dtlab::Error naming the two stages and both orders. (The simulation matches by tag and so
+// cannot see this.)
+void check_message_order(const std::vector<StageSchedule>& per_stage);
+
 }  // namespace dtlab::pipeline

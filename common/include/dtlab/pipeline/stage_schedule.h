@@ -1,5 +1,6 @@
 // The vocabulary of a pipeline run as one process per stage: the ordered actions of
-// one stage rank, and the reference builders of GPipe's and 1F1B's lists. The schedule is data
+// one stage rank. The builders of GPipe's and 1F1B's lists are the pp exercise's
+// (dtlab/tasks/pp.h): students write them. The schedule is data
 // and the runtime executes it (picotron's idea), so a schedule can be checked and measured apart
 // from the wire: see pipeline/simulate.h. Not here: send/recv, or any tensor.
 //
@@ -8,6 +9,7 @@
 // the activations and gradients they send each other.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,35 +48,16 @@ const char* schedule_kind_name(ScheduleKind kind);
 // "gpipe" or "1f1b" (exactly); anything else throws dtlab::Error naming the accepted values.
 ScheduleKind parse_schedule_kind(const std::string& text);
 
-// GPipe (fill, then drain): every forward, micro-batch 0..m-1, then every backward, 0..m-1 (the
-// order of torch.distributed.pipelining's ScheduleGPipe; m-1..0 on every stage works as well).
-// The same list on every stage. A stage stores all m activations before its first backward.
-// Throws dtlab::Error unless stages >= 1, 0 <= stage < stages and micro_batches >= 1.
-StageSchedule gpipe_schedule(int stage, int stages, int micro_batches);
+// Throws dtlab::Error naming `builder` unless stages >= 1, 0 <= stage < stages and
+// micro_batches >= 1: the arguments every schedule builder must refuse.
+void check_schedule_arguments(const char* builder, int stage, int stages, int micro_batches);
 
-// 1F1B (PipeDream-flush): a warm-up of w = min(stages - stage - 1, m) forwards, then a steady
-// state of one forward and one backward while forwards remain, then a cool-down of the last w
-// backwards. Forwards and backwards each run in micro-batch order 0..m-1.
-//
-// Why the warm-up is stages - stage - 1: stage s's first backward (of micro-batch 0) can start
-// only once micro-batch 0 has gone forward through the n - s - 1 stages after it and its
-// gradient has come back; s fills that wait with the next forwards, which the stages after it
-// will need next. It also keeps the pipeline deadlock-free: the warm-up shrinks by one per
-// stage, so before stage s blocks on the gradient of micro-batch k it has already sent stage
-// s+1 every activation that s+1 runs before it sends that gradient (F0..F(w(s+1)+k), and
-// w(s+1) <= w(s)). A warm-up that grows from one stage to the next deadlocks once m > w(s) + 1.
-//
-// Why at most min(stages - stage, m) activations are stored: after the warm-up the stage holds
-// w; each steady-state pair stores one (its forward) and then frees one (its backward), so the
-// count peaks at w + 1 = stages - stage; the cool-down only frees. When m <= stages - stage - 1
-// the warm-up is every forward, the peak is m. GPipe stores m on every stage.
-// Throws dtlab::Error unless stages >= 1, 0 <= stage < stages and micro_batches >= 1.
-StageSchedule one_f_one_b_schedule(int stage, int stages, int micro_batches);
+// A schedule builder: stage s's list for a pipeline of `stages` stages and m micro-batches (the
+// pp exercise's gpipe_schedule and one_f_one_b_schedule, dtlab/tasks/pp.h).
+using ScheduleBuilder = std::function<StageSchedule(int stage, int stages, int micro_batches)>;
 
-// gpipe_schedule or one_f_one_b_schedule, as `kind` says.
-StageSchedule stage_schedule(ScheduleKind kind, int stage, int stages, int micro_batches);
-
-// Every stage's list, stage 0 first: what simulate() and check_schedules() take.
-std::vector<StageSchedule> stage_schedules(ScheduleKind kind, int stages, int micro_batches);
+// Every stage's list from `build`, stage 0 first: what simulate() and check_schedules() take.
+// Throws dtlab::Error for stages < 1 or micro_batches < 1 (a loop would return no lists).
+std::vector<StageSchedule> stage_schedules(const ScheduleBuilder& build, int stages, int micro_batches);
 
 }  // namespace dtlab::pipeline

@@ -8,8 +8,10 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dtlab/core/libtorch_compat.h"
 #include "dtlab/dist/detail/heartbeat.h"
@@ -31,11 +33,20 @@ struct Group::State {
   int ranks_on_this_machine = 1;
   CommLog log;
   int64_t sequence = 0;  // operations issued by this rank: named in every error message
+  int64_t collectives = 0;  // of them, the collectives: the number the desync check compares
   bool check_collectives = false;  // Note [Desync detection] in dist/group.h
   // Note [Who stopped] (dist/detail/heartbeat.h): the rendezvous store and this rank's heartbeat;
   // null for groups made without a rendezvous (tests' thread ranks), whose errors then say less.
   c10::intrusive_ptr<c10d::Store> store;
   std::unique_ptr<Heartbeat> heartbeat;
+  // A sub-group (dist/subgroup.h): its name and the world rank of each of its ranks, so that
+  // its errors name the rank as the launcher numbered it. Empty for a world group.
+  std::string name;
+  std::vector<int> world_ranks;
+  // Makes the c10d group of a sub-group of this one: (store prefix, rank in it, its size), over
+  // the same store and network device. Set by init_process_group and by the tests' thread
+  // ranks; null where a group cannot have sub-groups.
+  std::function<c10::intrusive_ptr<C10dBackend>(const std::string&, int, int)> make_backend;
 };
 
 // The first line of an exception's message, without c10's backtrace: how dist's errors quote
@@ -50,6 +61,9 @@ std::unique_ptr<Group> wrap_process_group(c10::intrusive_ptr<C10dBackend> pg, in
                                           int size, std::chrono::milliseconds timeout,
                                           std::string backend, int local_rank = 0,
                                           int local_world_size = 1, int ranks_on_this_machine = 1);
+
+// "rank 3" for a world group; "rank 3 (rank 1 of stage 1's data-parallel group)" for a sub-group.
+std::string rank_name(const Group::State& state);
 
 // Note [Who stopped]: gives the group the rendezvous store and this rank's heartbeat, so that its
 // failed operations name the rank that stopped.

@@ -1,0 +1,115 @@
+// GPT-2 trained by a pipeline whose stages are ranks (the pp exercise): the grid of ranks, the
+// kit's step around the student's schedule and protocol, and what the ranks' timelines add up
+// to. The kit's part is what makes the stage ranks' update the one a single process makes on the
+// same global batch:
+//   * the loss of micro-batch i on the last stage is D / N * (sum of its target tokens' cross-
+//     entropy), N the target tokens of the global batch, D the pipelines (Note [Data-parallel
+//     loss] in lm/loss.h): its gradients summed over the micro-batches and averaged over the
+//     pipelines are the gradient of the global batch's mean loss;
+//   * GPT-2's tied embedding is used by the first stage (wte) and the last (the head): each
+//     holds a copy, so each adds the other's gradient (one exchange) and both apply the same
+//     update;
+//   * each stage's gradients are averaged over its data-parallel group (the ranks that hold the
+//     same stage in the other pipelines: a sub-group, dist/subgroup.h);
+//   * clipping takes the norm of the whole model: the stages' sums of squares, all-reduced.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "dtlab/dist/group.h"
+#include "dtlab/model/gpt2.h"
+#include "dtlab/pipeline/stage_schedule.h"
+#include "dtlab/pipeline/stage_step.h"
+#include "dtlab/train/loop.h"
+
+namespace dtlab::lm {
+
+struct LmOptions;
+
+// What the pp exercise brings: its two schedule builders and its protocol (dtlab/tasks/pp.h), and
+// the grading aid --probe (LmOptions::probe), which returns the exit code.
+struct StageRankParts {
+  pipeline::ScheduleBuilder gpipe;
+  pipeline::ScheduleBuilder one_f_one_b;
+  std::function<void(pipeline::StageStep&, const pipeline::StageSchedule&)> run_stage;
+  std::function<int(const LmOptions&)> probe;
+};
+
+// The grid: world = pipelines x stages, rank = pipeline * stages + stage, so that a pipeline's
+// stages are neighbouring ranks (on one host with local ranks, the activations stay local).
+struct StageGrid {
+  int stages = 1, pipelines = 1, micro_batches = 1;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::k1F1B;
+  int stage = 0, pipeline = 0;    // this rank's place
+  std::vector<int> layer_stages;  // the stage of each of GPT-2's layers (Note [Stages])
+  int rank_of(int pipeline_index, int stage_index) const { return pipeline_index * stages + stage_index; }
+};
+
+// The grid of `world` ranks for `stages` stages: an Error naming --stages unless it divides the
+// world size.
+StageGrid plan_stage_grid(int world, int rank, int stages, int micro_batches, pipeline::ScheduleKind schedule,
+                          std::vector<int> layer_stages);
+
+class StageRankTrainer {
+ public:
+  // Every rank of the world, at the same point (it makes the data-parallel sub-groups).
+  // interface: the network interface this rank's traffic leaves by, whose byte counters the
+  // summary reads (empty: not measured).
+  StageRankTrainer(StageRankParts parts, StageGrid grid, model::Gpt2LMHeadModel model, dist::Group& world,
+                   std::string interface = "");
+
+  // The step: this rank's stage of the pipeline over the minibatch, then the kit's update.
+  train::StepResult step(train::TrainState& state, const train::StepInput& input);
+
+  // Every rank gets every stage's weights from pipeline 0 (before evaluation and saving: each
+  // rank trains only its stage's). A collective: every rank calls it at the same point.
+  void gather_model();
+
+  // Per stage rank: the most micro-batches and bytes of activations stored at once; one step's
+  // timeline of every rank on one clock (seconds from the step's first action), and the bubble
+  // measured on it; the bytes each rank sends and receives per step, predicted from the
+  // boundaries' shapes and measured on its interface (steps 2 on). A collective (it gathers the
+  // ranks' figures).
+  nlohmann::json summary();
+
+ private:
+  train::StepResult run_step(train::TrainState& state, const train::StepInput& input);
+  double predicted_bytes_sent(int64_t rows, int64_t seq) const;
+  // This rank's layers, input -> output.
+  torch::Tensor forward_layers(const torch::Tensor& x);
+  // The schedule of every stage for m micro-batches, simulated once per m (pipeline/simulate.h).
+  const std::vector<pipeline::StageSchedule>& schedules(int micro_batches);
+  void exchange_tied_gradient();
+  void average_over_pipelines();
+  void clip(double max_norm);
+  void record(int64_t step, const pipeline::StageStep& stage_step);
+
+  StageRankParts parts_;
+  StageGrid grid_;
+  model::Gpt2LMHeadModel model_;
+  dist::Group& world_;
+  std::unique_ptr<dist::Group> stage_group_;  // this stage's data-parallel group; null for 1 pipeline
+  std::vector<int> my_layers_;
+  std::vector<torch::Tensor> my_parameters_;  // the tied weight once, on the stages that use it
+  bool shares_tied_weight_ = false;           // the first or the last stage of several, tied
+  std::map<int, std::vector<pipeline::StageSchedule>> checked_;
+  int peak_stored_ = 0;
+  int64_t peak_bytes_ = 0;
+  int64_t timeline_step_ = 0;
+  std::vector<pipeline::ActionRecord> timeline_;  // this rank's, at timeline_step_
+  int timeline_micro_batches_ = 0;
+  // Note [Bytes of a stage rank]: what the boundaries carry, predicted, and what crossed the
+  // interface, measured, summed over the steps after the first.
+  std::string interface_;
+  double predicted_tx_ = 0, measured_tx_ = 0, measured_rx_ = 0;
+  int64_t measured_steps_ = 0;
+};
+
+// The step as the loop calls it.
+train::StepFunction stage_rank_step(StageRankTrainer& trainer);
+
+}  // namespace dtlab::lm

@@ -1,0 +1,210 @@
+// The pp exercise end to end, on configurations the grader does not use: a GPT-2 of three layers
+// (embeddings, one block, head) as 3 stage ranks with a batch of 7 (5 micro-batches of 2, 2, 1,
+// 1, 1 rows; 7 of one row), and 2 pipelines x 2 stages. The reference solution must equal one
+// process loss by loss, and the runtime must count GPipe's and 1F1B's stored activations as the
+// schedules imply. Protocols and schedules that deadlock (tests/mutants/pp_mutants.cpp) must stop
+// within the timeout naming the waiting ranks, or before the first send.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dtlab/data/translation.h"
+#include "dtlab/io/json_file.h"
+#include "dtlab/tooling/gpt2_fixtures.h"
+#include "dtlab/tooling/translation_fixtures.h"
+#include "process_test_util.h"
+#include "test_util.h"
+
+namespace pp_test {
+
+namespace fs = std::filesystem;
+using dtlab::test::ChildExit;
+
+constexpr int kSteps = 6;
+constexpr double kTolerance = 1e-5;
+
+const fs::path& fixture() {
+  static const fs::path dir = [] {
+    const fs::path d = dtlab::test::fresh_temp_dir("pp-fixture");
+    dtlab::tooling::TranslationFixtureOptions t;
+    t.train = 200;
+    t.validation = 20;
+    t.test = 5;
+    dtlab::tooling::write_translation_fixture(d / "translation", t);
+    dtlab::tooling::Gpt2FixtureOptions g;
+    g.n_embd = 32;
+    g.n_layer = 1;
+    g.n_head = 2;
+    g.n_positions = 128;
+    dtlab::tooling::write_gpt2_fixture(d / "gpt2", dtlab::data::read_translation_split(d / "translation", "train"), g);
+    return d;
+  }();
+  return dir;
+}
+
+struct PpRun {
+  std::vector<ChildExit> exits;
+  nlohmann::json results;  // rank 0's
+  bool ok() const {
+    for (const ChildExit& e : exits) {
+      if (e.exit_code != 0) return false;
+    }
+    return true;
+  }
+};
+
+// Dropout off and clipping on (the fixture's gradient norms are above 0.5), as the grader's runs.
+PpRun run_pp(const std::string& binary, const std::string& name, int world, std::vector<std::string> flags,
+             int timeout = 20) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("pp-" + name);
+  const std::string port = std::to_string(dtlab::test::free_port());
+  const auto argv_of = [&](int rank) {
+    std::vector<std::string> args = {binary, "--model_name_or_path", (fixture() / "gpt2").string(), "--data_dir",
+                                     (fixture() / "translation").string(), "--dropout", "0", "--learning_rate",
+                                     "1e-3", "--max_grad_norm", "0.5", "--max_steps", std::to_string(kSteps),
+                                     "--no_eval", "--threads", "1", "--seed", "42", "--no_save",
+                                     "--overwrite_output_dir", "--output_dir", (dir / "out").string(),
+                                     "--master_ip", "127.0.0.1", "--master_port", port, "--world_size",
+                                     std::to_string(world), "--local_rank", std::to_string(rank), "--timeout",
+                                     std::to_string(timeout)};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
+  };
+  PpRun run;
+  run.exits = dtlab::test::run_ranks(world, argv_of, dir / "logs", 180);
+  if (fs::exists(dir / "out" / "results.json")) run.results = dtlab::io::read_json_file(dir / "out" / "results.json");
+  return run;
+}
+
+std::vector<double> losses(const nlohmann::json& results) {
+  std::vector<double> out;
+  for (const auto& it : results.at("iterations")) out.push_back(it.at("loss").get<double>());
+  return out;
+}
+
+void expect_same_losses(const PpRun& run, const PpRun& one, const std::string& what) {
+  const std::vector<double> got = losses(run.results), want = losses(one.results);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kSteps)) << what;
+  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], kTolerance) << what << ", step " << i + 1;
+  }
+}
+
+const PpRun& one_process(int batch) {
+  static std::map<int, PpRun> runs;
+  auto it = runs.find(batch);
+  if (it == runs.end()) {
+    it = runs.emplace(batch, run_pp(DTLAB_PP_SOLUTION_BIN, "one-" + std::to_string(batch), 1,
+                                    {"--stages", "1", "--micro_batches", "1", "--batch_size", std::to_string(batch)}))
+             .first;
+  }
+  return it->second;
+}
+
+TEST(StageRanks, GPipeAndOneFOneBOnThreeRanksEqualOneProcessAndStoreWhatTheirScheduleImplies) {
+  const PpRun& one = one_process(7);
+  ASSERT_TRUE(one.ok()) << dtlab::test::describe_ranks(one.exits);
+  const PpRun gpipe = run_pp(DTLAB_PP_SOLUTION_BIN, "gpipe", 3,
+                             {"--stages", "3", "--micro_batches", "5", "--schedule", "gpipe", "--batch_size", "7"});
+  ASSERT_TRUE(gpipe.ok()) << dtlab::test::describe_ranks(gpipe.exits);
+  expect_same_losses(gpipe, one, "GPipe, 3 stages x 5 micro-batches of a batch of 7");
+  EXPECT_EQ(gpipe.results.at("pp").at("peak_stored_micro_batches"), nlohmann::json({5, 5, 5}));
+  EXPECT_EQ(gpipe.results.at("pp").at("layer_stages"), nlohmann::json({0, 1, 2}));
+
+  const PpRun ofob = run_pp(DTLAB_PP_SOLUTION_BIN, "1f1b", 3,
+                            {"--stages", "3", "--micro_batches", "7", "--schedule", "1f1b", "--batch_size", "7"});
+  ASSERT_TRUE(ofob.ok()) << dtlab::test::describe_ranks(ofob.exits);
+  expect_same_losses(ofob, one, "1F1B, 3 stages x 7 micro-batches of one row");
+  EXPECT_EQ(ofob.results.at("pp").at("peak_stored_micro_batches"), nlohmann::json({3, 2, 1}));
+  // The timeline: every rank's 2m actions on one clock, stage by stage, inside the span.
+  const auto& timeline = ofob.results.at("pp").at("timeline");
+  EXPECT_EQ(timeline.at("events").size(), 3u * 2 * 7);
+  for (const auto& e : timeline.at("events")) {
+    EXPECT_GE(e.at("start").get<double>(), 0.0);
+    EXPECT_LE(e.at("end").get<double>(), timeline.at("span").get<double>() + 1e-9);
+  }
+}
+
+TEST(StageRanks, TwoPipelinesOfTwoStagesEqualOneProcessOnTheGlobalBatch) {
+  const PpRun& one = one_process(14);
+  ASSERT_TRUE(one.ok()) << dtlab::test::describe_ranks(one.exits);
+  const PpRun grid = run_pp(DTLAB_PP_SOLUTION_BIN, "dp-pp", 4,
+                            {"--stages", "2", "--micro_batches", "3", "--schedule", "1f1b", "--global_batch_size", "14"});
+  ASSERT_TRUE(grid.ok()) << dtlab::test::describe_ranks(grid.exits);
+  expect_same_losses(grid, one, "2 pipelines x 2 stages, 1F1B, 3 micro-batches of 7 rows");
+  EXPECT_EQ(grid.results.at("pp").at("pipelines"), 2);
+  EXPECT_EQ(grid.results.at("pp").at("peak_stored_micro_batches"), nlohmann::json({2, 1, 2, 1}));
+  // The stage groups: named in the banner with their ranks.
+  EXPECT_NE(grid.exits[0].output.find("stage 0 = ranks 0, 2"), std::string::npos) << grid.exits[0].output;
+}
+
+TEST(StageRanks, AWorldThatIsNotAMultipleOfTheStagesIsAnErrorNamingTheFlag) {
+  const PpRun r = run_pp(DTLAB_PP_SOLUTION_BIN, "bad-world", 3, {"--stages", "2"});
+  for (const ChildExit& e : r.exits) {
+    EXPECT_EQ(e.exit_code, 2) << e.describe();
+    EXPECT_NE(e.output.find("--stages 2 does not divide the world size 3"), std::string::npos) << e.output;
+  }
+}
+
+TEST(StageRanks, TheSkeletonStopsAtItsFirstTodo) {
+  const PpRun r = run_pp(DTLAB_PP_BIN, "skeleton", 2, {"--stages", "2"});
+  for (const ChildExit& e : r.exits) {
+    EXPECT_EQ(e.exit_code, 3) << e.describe();
+    EXPECT_NE(e.output.find("TODO(pp)"), std::string::npos) << e.output;
+  }
+}
+
+// A protocol with blocking sends: 1F1B's steady state has stage 0 sending activation 1 while
+// stage 1 sends gradient 0, each before it receives. Both wait; the timeout names them.
+TEST(StageRanks, BlockingSendsDeadlockOneFOneBAndTheTimeoutNamesBothRanks) {
+  ::setenv("DTLAB_MUTANT", "blocking_send", 1);
+  const PpRun r = run_pp(DTLAB_PP_MUTANTS_BIN, "blocking", 2, {"--stages", "2", "--micro_batches", "4"}, 3);
+  ::unsetenv("DTLAB_MUTANT");
+  for (int rank = 0; rank < 2; ++rank) {
+    const ChildExit& e = r.exits[static_cast<size_t>(rank)];
+    EXPECT_EQ(e.exit_code, 4) << e.describe();  // a DistError
+    EXPECT_LT(e.seconds, 60) << e.describe();
+    EXPECT_NE(e.output.find("rank " + std::to_string(rank) + ": send #"), std::string::npos) << e.output;
+  }
+  EXPECT_NE(r.exits[0].output.find("(activation 1)"), std::string::npos) << r.exits[0].output;
+  EXPECT_NE(r.exits[1].output.find("(gradient 0)"), std::string::npos) << r.exits[1].output;
+}
+
+// A 1F1B warm-up that grows with the stage deadlocks from m = 3 on 2 stages: the kit simulates
+// the lists before the first send and stops every rank with the simulator's words.
+TEST(StageRanks, ADeadlockingScheduleStopsEveryRankBeforeTheFirstSendNamingWhoWaits) {
+  ::setenv("DTLAB_MUTANT", "warmup_grows", 1);
+  const PpRun r = run_pp(DTLAB_PP_MUTANTS_BIN, "grows", 2, {"--stages", "2", "--micro_batches", "4"});
+  ::unsetenv("DTLAB_MUTANT");
+  for (const ChildExit& e : r.exits) {
+    EXPECT_EQ(e.exit_code, 2) << e.describe();
+    EXPECT_LT(e.seconds, 30) << e.describe();
+    EXPECT_NE(e.output.find("the schedules of 2 stages for 4 micro-batches deadlock"), std::string::npos) << e.output;
+    EXPECT_NE(e.output.find("stage 0 waits at action"), std::string::npos) << e.output;
+  }
+}
+
+// A stage rank killed mid-run (SIGKILL: no message of its own): the ranks waiting for it stop
+// within the timeout and name it, with its last operation (Note [Who stopped]).
+TEST(StageRanks, AKilledStageIsNamedByTheRanksWaitingForIt) {
+  ::setenv("DTLAB_MUTANT", "stage_1_killed", 1);
+  const PpRun r = run_pp(DTLAB_PP_MUTANTS_BIN, "killed", 3, {"--stages", "3", "--micro_batches", "4"}, 5);
+  ::unsetenv("DTLAB_MUTANT");
+  EXPECT_EQ(r.exits[1].signal, SIGKILL) << r.exits[1].describe();
+  for (int rank : {0, 2}) {
+    const ChildExit& e = r.exits[static_cast<size_t>(rank)];
+    EXPECT_EQ(e.exit_code, 4) << e.describe();
+    EXPECT_LT(e.seconds, 60) << e.describe();
+    EXPECT_NE(e.output.find("Rank 1 stopped"), std::string::npos) << e.output;
+  }
+}
+
+}  // namespace pp_test
