@@ -32,7 +32,7 @@ set xtics 1
 set ylabel "MB per step"
 set style fill solid 0.75 border -1
 set boxwidth 0.35
-set key top left
+set key below
 plot datafile index 1 using ($1 - 0.18):3:xtic(2) with boxes lt 1 title "predicted (sent)", \
      datafile index 1 using ($1 + 0.18):4 with boxes lt 2 title "measured (eth0 tx)"
 unset multiplot

@@ -318,6 +318,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   plan.batch_per_rank = grid ? batch_per_rank(o, replicas) : share.batch_size;
   plan.sampler = {share.data->size(), replicas, grid ? grid->pipeline : 0, reading.shuffle, o.seed};
   train::plan_steps(plan, share.data->size(), replicas, o.num_epochs, o.max_steps);
+  plan.ranks_per_batch = grid ? grid->stages : 1;  // a pipeline's stage ranks read the same rows
   plan.evaluate = !o.no_eval;
   plan.log_first_steps = o.log_first_steps;
   plan.progress_seconds = o.progress_seconds;

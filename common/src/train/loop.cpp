@@ -51,7 +51,7 @@ std::string non_finite_loss(const std::vector<int>& ranks, const std::vector<dou
 // would be a guess. The same exchange carries every rank's own loss of each step (a column per
 // rank, zero but its own), so that every rank can name a non-finite one (Note [A non-finite
 // loss]); returns the first such step's error, or "".
-std::string sum_over_ranks(Run& run, std::vector<report::IterationRecord>& records) {
+std::string sum_over_ranks(Run& run, std::vector<report::IterationRecord>& records, int ranks_per_batch) {
   if (!run.group || records.empty()) return "";
   const int world = run.world();
   torch::Tensor t = torch::zeros({static_cast<int64_t>(records.size()), 3 + world}, torch::kFloat64);
@@ -67,9 +67,9 @@ std::string sum_over_ranks(Run& run, std::vector<report::IterationRecord>& recor
   std::string error;
   for (size_t i = 0; i < records.size(); ++i) {
     const auto row = static_cast<int64_t>(i);
-    records[i].examples = static_cast<int64_t>(sums[row][0]);
-    records[i].tokens = static_cast<int64_t>(sums[row][1]);
-    records[i].padded_tokens = static_cast<int64_t>(sums[row][2]);
+    records[i].examples = static_cast<int64_t>(sums[row][0]) / ranks_per_batch;
+    records[i].tokens = static_cast<int64_t>(sums[row][1]) / ranks_per_batch;
+    records[i].padded_tokens = static_cast<int64_t>(sums[row][2]) / ranks_per_batch;
     std::vector<int> ranks;
     std::vector<double> losses;
     for (int r = 0; r < world; ++r) {
@@ -203,7 +203,7 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
     std::vector<double> losses;
     for (const auto& rec : records) losses.push_back(rec.loss);
     average_over_ranks(run, losses, "loss");
-    const std::string non_finite = sum_over_ranks(run, records);
+    const std::string non_finite = sum_over_ranks(run, records, std::max(plan.ranks_per_batch, 1));
     if (!non_finite.empty()) throw Error(non_finite);  // every rank, the same words
     double loss_sum = 0;
     for (size_t i = 0; i < records.size(); ++i) {

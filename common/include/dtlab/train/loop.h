@@ -39,6 +39,9 @@ struct LoopPlan {
   // Not empty: rank 0 records LibTorch's profiler over steps 2-4 and writes trace.json and
   // profile.txt here (--profile; report/profile.h). Those steps' times include its cost.
   std::filesystem::path profile_dir;
+  // How many ranks read each minibatch: 1, but a pipeline's stage ranks all read their
+  // pipeline's (lm/pp_step.h). The examples and tokens summed over the ranks are divided by it.
+  int ranks_per_batch = 1;
 };
 
 // Steps per epoch, total steps and epochs from the data set size, the world size, the batch per
