@@ -78,6 +78,7 @@ const std::vector<Mutant> kPpMutants = {
     {"pp", "lifo_last_stage", "schedules", "wrong number", "sends its gradients in the order 1 0", 120},
     {"pp", "skip_last_backward", "schedules", "wrong number", "stage 0: the backward of micro-batch 0 (B0) is missing", 120},
     {"pp", "warmup_plus_one", "memory", "wrong number", "stage rank 0 held 4 micro-batches' activations at once", 180},
+    {"pp", "forwarded_gradient", "gradients", "wrong number", "step 1's gradient differs from one process's", 180},
     {"pp", "serial_stages", "overlap", "wrong number", "the stage ranks took turns instead of working at once", 180},
     {"pp", "blocking_send", "losses-1f1b", "error", "(activation 1) failed", 3 * kTimeout + 120},
 };
@@ -121,7 +122,7 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
   for (const auto& [exercise, checks] : {std::pair{std::string("task2b"), "broadcast"},
                                          std::pair{std::string("dp"), "partition,gradients"},
                                          std::pair{std::string("pipeline"), "schedule,split,transparency,concurrency"},
-                                         std::pair{std::string("pp"), "schedules,memory,overlap"}}) {
+                                         std::pair{std::string("pp"), "schedules,memory,overlap,gradients"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_GRADER_BIN, "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),

@@ -178,7 +178,7 @@ TEST(Grader, PpReferenceSolutionScoresFullMarks) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
   EXPECT_EQ(results.at("score"), results.at("max_score")) << r.output;
-  EXPECT_EQ(results.at("tests").size(), 7u);
+  EXPECT_EQ(results.at("tests").size(), 8u);
   for (const char* run : {"pp-probe-schedules", "pp-gpipe", "pp-1f1b", "pp-dp-pp", "reference-gpt2-pipeline",
                           "pp-timing-gpipe-m8", "pp-timing-1f1b-m8"}) {
     EXPECT_TRUE(fs::exists(dir / "runs" / run / "output" / "results.json")) << run;

@@ -10,6 +10,8 @@
 //   serial_stages     run_stage receives every activation before its first forward and every
 //                     gradient before its first backward: right numbers, no overlap (GPipe;
 //                     1F1B deadlocks)
+//   forwarded_gradient a middle stage sends back the gradient it received instead of its input's
+//                     (what step.backward returned): same shape, wrong numbers upstream
 //   stage_1_killed    stage 1 is killed (SIGKILL) as its second step starts: the others must
 //                     name it within the timeout
 #include <algorithm>
@@ -113,7 +115,8 @@ void run_stage(StageStep& step, const StageSchedule& schedule) {
         group.recv(output_grad, step.next_rank(), StageStep::gradient_tag(i));
       }
       const torch::Tensor input_grad = step.backward(i, output_grad);
-      if (!step.is_first()) send(input_grad, step.previous_rank(), StageStep::gradient_tag(i));
+      const bool forwarded = mutant("forwarded_gradient") && !step.is_last();
+      if (!step.is_first()) send(forwarded ? output_grad : input_grad, step.previous_rank(), StageStep::gradient_tag(i));
     }
   }
   for (dist::PendingWork& s : sends) s.wait();

@@ -148,6 +148,10 @@ void add_stage_rank_flags(CLI::App& app, LmOptions& o) {
                  "Grading aid: instead of training, write every schedule the builders make (m, n in 1..8) to "
                  "OUTPUT_DIR/results.json")
       ->check(CLI::IsMember({"schedules"}));
+  app.add_option("--stage_sleep_ms", o.stage_sleep_ms,
+                 "Grading aid: every forward and backward of a stage also sleeps this many milliseconds, so that "
+                 "the ranks' overlap shows whatever the machine's load")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void validate(const LmOptions& o) {

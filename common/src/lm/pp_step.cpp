@@ -175,6 +175,8 @@ train::StepResult StageRankTrainer::step(train::TrainState& state, const train::
 }
 
 train::StepResult StageRankTrainer::run_step(train::TrainState& state, const train::StepInput& input) {
+  const bool dump = dump_ && input.step == dump_->step;
+  if (dump) train::write_rank_dump(*dump_, train::DumpPoint::kBeforeStep, *state.module, *input.rows);
   state.module->train();
   const data::Batch& b = *input.batch;
   const int64_t rows = b.input_ids.size(0);
@@ -196,6 +198,7 @@ train::StepResult StageRankTrainer::run_step(train::TrainState& state, const tra
   const double scale = tokens > 0 ? grid_.pipelines / tokens : 0.0;
   pipeline::StageCompute compute;
   compute.forward = [this](const torch::Tensor& x) { return forward_layers(x); };
+  compute.sleep = grid_.action_sleep;
   if (last) {
     compute.loss = [&](int i, const torch::Tensor& logits) {
       const auto k = static_cast<size_t>(i);
@@ -223,6 +226,7 @@ train::StepResult StageRankTrainer::run_step(train::TrainState& state, const tra
 
   if (shares_tied_weight_) exchange_tied_gradient();
   if (stage_group_) average_over_pipelines();
+  if (dump) train::write_rank_dump(*dump_, train::DumpPoint::kAfterSync, *state.module, *input.rows);
   if (state.max_grad_norm > 0) clip(state.max_grad_norm);
   state.optimizer->step();
   state.scheduler->step();

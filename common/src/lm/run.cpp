@@ -312,6 +312,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   if (ex.stage_ranks) {
     grid = plan_stage_grid(run.world(), run.rank(), o.stages, o.micro_batches, pipeline::parse_schedule_kind(o.schedule),
                            pipeline::gpt2_layer_devices(state.model, o.stages, o.balance));
+    grid->action_sleep = std::chrono::milliseconds(o.stage_sleep_ms);
   }
   const int replicas = grid ? grid->pipelines : 1;
   train::LoopPlan plan;
@@ -369,11 +370,18 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     if (run.lead()) print_stage_grid(*grid);
   }
   if (!o.dump_dir.empty()) {
-    if (pipelined || stage_trainer) throw Error("--dump_dir is for the data-parallel exercises, not with pipeline stages");
+    if (pipelined) throw Error("--dump_dir is for the exercises with ranks, not with --stages > 1 in one process");
     std::vector<int64_t> epoch1 = data::shard_indices(plan.sampler, 0);
     for (int64_t& row : epoch1) row = share.indices.at(static_cast<size_t>(row));
-    step = train::step_with_rank_dumps(*sync, {o.dump_dir, 1, run.rank(), run.world(),
-                                               plan.batch_per_rank * run.world(), std::move(epoch1), share.indices});
+    // The global batch: the pipelines' minibatches (a pipeline's stage ranks read the same), or
+    // every rank's.
+    const int64_t global_batch = plan.batch_per_rank * (grid ? replicas : run.world());
+    train::RankDumpPlan dump{o.dump_dir, 1, run.rank(), run.world(), global_batch, std::move(epoch1), share.indices};
+    if (stage_trainer) {
+      stage_trainer->dump_at(std::move(dump));  // each stage rank: its stage's gradients
+    } else {
+      step = train::step_with_rank_dumps(*sync, std::move(dump));
+    }
   }
   train::train_loop(run, state, *share.data, plan, step,
                     [](train::TrainState& s, int) { return s.evaluate(); }, results, results_path);

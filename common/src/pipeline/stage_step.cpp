@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <thread>
 
 #include "dtlab/core/error.h"
 
@@ -90,6 +91,7 @@ torch::Tensor StageStep::forward(int micro, const torch::Tensor& input) {
   } else {
     sent = y.detach().contiguous();
   }
+  if (compute_.sleep.count() > 0) std::this_thread::sleep_for(compute_.sleep);
   record.end = wall_seconds();
   records_.push_back(record);
   // The bytes of the boundary tensors it holds: its output (the logits on the last stage) and the
@@ -129,6 +131,7 @@ torch::Tensor StageStep::backward(int micro, const torch::Tensor& output_grad) {
   }
   torch::Tensor input_grad;
   if (!is_first()) input_grad = s.input.grad().contiguous();
+  if (compute_.sleep.count() > 0) std::this_thread::sleep_for(compute_.sleep);
   record.end = wall_seconds();
   records_.push_back(record);
   stored_bytes_ -= s.bytes;

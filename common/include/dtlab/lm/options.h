@@ -66,6 +66,7 @@ struct LmOptions {
   // The pp exercise (stages as ranks; --stages, --micro_batches and --balance as above, the
   // world made of pipelines of --stages ranks): "gpipe" or "1f1b".
   std::string schedule = "1f1b";
+  int stage_sleep_ms = 0;  // grading aid: each stage action also sleeps (pipeline/stage_step.h)
 };
 
 // Adds the flags to app; distributed adds the launch flags (--master_ip ...) and

@@ -16,8 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "dtlab/dist/group.h"
@@ -25,6 +27,7 @@
 #include "dtlab/pipeline/stage_schedule.h"
 #include "dtlab/pipeline/stage_step.h"
 #include "dtlab/train/loop.h"
+#include "dtlab/train/rank_dump.h"
 
 namespace dtlab::lm {
 
@@ -46,6 +49,7 @@ struct StageGrid {
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::k1F1B;
   int stage = 0, pipeline = 0;    // this rank's place
   std::vector<int> layer_stages;  // the stage of each of GPT-2's layers (Note [Stages])
+  std::chrono::milliseconds action_sleep{0};  // --stage_sleep_ms (a grading aid)
   int rank_of(int pipeline_index, int stage_index) const { return pipeline_index * stages + stage_index; }
 };
 
@@ -64,6 +68,11 @@ class StageRankTrainer {
 
   // The step: this rank's stage of the pipeline over the minibatch, then the kit's update.
   train::StepResult step(train::TrainState& state, const train::StepInput& input);
+
+  // The grader's dumps (train/rank_dump.h) at plan.step: before it, and once the gradients are
+  // final (tied weight summed, averaged over the pipelines), before clipping. A stage rank's
+  // second file holds the gradients of its stage's parameters only.
+  void dump_at(train::RankDumpPlan plan) { dump_ = std::move(plan); }
 
   // Every rank gets every stage's weights from pipeline 0 (before evaluation and saving: each
   // rank trains only its stage's). A collective: every rank calls it at the same point.
@@ -107,6 +116,7 @@ class StageRankTrainer {
   std::string interface_;
   double predicted_tx_ = 0, measured_tx_ = 0, measured_rx_ = 0;
   int64_t measured_steps_ = 0;
+  std::optional<train::RankDumpPlan> dump_;
 };
 
 // The step as the loop calls it.
