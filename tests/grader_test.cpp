@@ -250,7 +250,7 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   const ProcessResult r = grade(args, 900);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   const nlohmann::json results = dtlab::io::read_json_file(dir / "grade" / "results.json");
-  EXPECT_EQ(results.at("tests").size(), 6u) << "task1/steps, task2a/task2b/task3/dp gradients, task4/model";
+  EXPECT_EQ(results.at("tests").size(), 7u) << "task1/steps, task2a/task2b/task3/dp/pp gradients, task4/model";
   EXPECT_EQ(test_named(results, "task4/model").at("status"), "passed") << r.output;
   const nlohmann::json task1 = test_named(results, "task1/steps");
   EXPECT_EQ(task1.at("extra_data").at("outcome"), "build failed");
@@ -260,6 +260,7 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   EXPECT_NE(task2a.at("output").get<std::string>().find("the submission has no " + (submission / "task2a").string() + "/ folder"),
             std::string::npos) << task2a.dump(2);
   EXPECT_EQ(test_named(results, "dp/gradients").at("extra_data").at("outcome"), "build failed");
+  EXPECT_EQ(test_named(results, "pp/gradients").at("extra_data").at("outcome"), "build failed");
 }
 
 // `grader run`: the ranks as local processes, a log per rank, rank 0's output followed.

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -17,6 +18,7 @@
 
 #include "dtlab/data/translation.h"
 #include "dtlab/io/json_file.h"
+#include "dtlab/io/safetensors.h"
 #include "dtlab/tooling/gpt2_fixtures.h"
 #include "dtlab/tooling/translation_fixtures.h"
 #include "process_test_util.h"
@@ -50,6 +52,7 @@ const fs::path& fixture() {
 }
 
 struct PpRun {
+  fs::path out;  // the output folder: results.json, and the model rank 0 saves
   std::vector<ChildExit> exits;
   nlohmann::json results;  // rank 0's
   bool ok() const {
@@ -69,7 +72,7 @@ PpRun run_pp(const std::string& binary, const std::string& name, int world, std:
     std::vector<std::string> args = {binary, "--model_name_or_path", (fixture() / "gpt2").string(), "--data_dir",
                                      (fixture() / "translation").string(), "--dropout", "0", "--learning_rate",
                                      "1e-3", "--max_grad_norm", "0.5", "--max_steps", std::to_string(kSteps),
-                                     "--no_eval", "--threads", "1", "--seed", "42", "--no_save",
+                                     "--no_eval", "--threads", "1", "--seed", "42",
                                      "--overwrite_output_dir", "--output_dir", (dir / "out").string(),
                                      "--master_ip", "127.0.0.1", "--master_port", port, "--world_size",
                                      std::to_string(world), "--local_rank", std::to_string(rank), "--timeout",
@@ -78,6 +81,7 @@ PpRun run_pp(const std::string& binary, const std::string& name, int world, std:
     return args;
   };
   PpRun run;
+  run.out = dir / "out";
   run.exits = dtlab::test::run_ranks(world, argv_of, dir / "logs", 180);
   if (fs::exists(dir / "out" / "results.json")) run.results = dtlab::io::read_json_file(dir / "out" / "results.json");
   return run;
@@ -131,6 +135,31 @@ TEST(StageRanks, GPipeAndOneFOneBOnThreeRanksEqualOneProcessAndStoreWhatTheirSch
     EXPECT_GE(e.at("start").get<double>(), 0.0);
     EXPECT_LE(e.at("end").get<double>(), timeline.at("span").get<double>() + 1e-9);
   }
+}
+
+// Each rank trains only its stage's layers; before saving, every stage's weights go to every rank
+// (gather_model), so rank 0 saves the model one process would have trained.
+TEST(StageRanks, RankZeroSavesTheWholeTrainedModel) {
+  const PpRun& one = one_process(7);
+  ASSERT_TRUE(one.ok()) << dtlab::test::describe_ranks(one.exits);
+  const PpRun three = run_pp(DTLAB_PP_SOLUTION_BIN, "saved", 3,
+                             {"--stages", "3", "--micro_batches", "2", "--schedule", "1f1b", "--batch_size", "7"});
+  ASSERT_TRUE(three.ok()) << dtlab::test::describe_ranks(three.exits);
+  const dtlab::io::TensorMap want = dtlab::io::load_safetensors(one.out / "model.safetensors");
+  const dtlab::io::TensorMap got = dtlab::io::load_safetensors(three.out / "model.safetensors");
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, w] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_LT((got.at(name) - w).abs().max().item<double>(), 1e-5) << name;
+  }
+  // Training moved the weights: a comparison of two untouched models would prove nothing.
+  const fs::path initial = fixture() / "gpt2" / "model.safetensors";
+  const dtlab::io::TensorMap start = dtlab::io::load_safetensors(initial);
+  double moved = 0;
+  for (const auto& [name, w] : start) {
+    if (got.count(name)) moved = std::max(moved, (got.at(name) - w).abs().max().item<double>());
+  }
+  EXPECT_GT(moved, 1e-3);
 }
 
 TEST(StageRanks, TwoPipelinesOfTwoStagesEqualOneProcessOnTheGlobalBatch) {

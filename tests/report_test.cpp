@@ -31,8 +31,9 @@ using nlohmann::json;
 
 const fs::path kSample = fs::path(DTLAB_SOURCE_DIR) / "tests" / "data" / "grade-sample";
 const fs::path kPlots = fs::path(DTLAB_SOURCE_DIR) / "plots";
-const std::vector<std::string> kFigures = {"timing",         "losses",           "traffic", "sweep", "dp_scaling",
-                                           "dp_epochs",      "pipeline_modes",   "pipeline_timeline", "cluster"};
+const std::vector<std::string> kFigures = {"timing",      "losses",         "traffic",           "sweep",
+                                           "dp_scaling",  "dp_epochs",      "pipeline_modes",    "pipeline_timeline",
+                                           "cluster",     "pp_timeline",    "pp_schedules",      "cluster_lm"};
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -86,7 +87,10 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
       {"dp_epochs", {"validation loss", "BLEU", "dp (2 ranks)"}},
       {"pipeline_modes", {"model-par.", "m=8", "GPipe: (n-1)/(m+n-1)", "stage 1"}},
       {"pipeline_timeline", {"forward", "backward", "2 stages x 4 micro-batches"}},
-      {"cluster", {"task 2a: gather/scatter", "2b: 2(n-1)/n S / rate", "on 4 emulated hosts"}}};
+      {"cluster", {"task 2a: gather/scatter", "2b: 2(n-1)/n S / rate", "on 4 emulated hosts"}},
+      {"pp_timeline", {"GPipe: every forward, then every backward", "1F1B: warm-up", "2 stage ranks x 8 micro-batches"}},
+      {"pp_schedules", {"Stored activations, stage 0", "GPipe", "1F1B", "(n-1)/(m+n-1)"}},
+      {"cluster_lm", {"dp: batch per host fixed", "predicted (sent)", "measured (eth0 tx)"}}};
   const std::string md = dtlab::io::read_file(s.markdown);
   for (const std::string& name : kFigures) {
     const fs::path svg = results / "report" / "figures" / (name + ".svg");
@@ -100,7 +104,7 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
     EXPECT_TRUE(fs::is_regular_file(results / "report" / "data" / (name + ".dat"))) << name;
     EXPECT_TRUE(contains(md, "](figures/" + name + ".svg)")) << name;
   }
-  for (int n = 1; n <= 9; ++n) EXPECT_TRUE(contains(md, fmt::format("**Figure {}. ", n))) << n;
+  for (int n = 1; n <= 12; ++n) EXPECT_TRUE(contains(md, fmt::format("**Figure {}. ", n))) << n;
 
   // The HTML stands alone: the SVGs pasted in, no XML prologue, no links to the files.
   const std::string html = dtlab::io::read_file(s.html);
@@ -207,7 +211,8 @@ TEST(Report, EveryFigureCarriesItsProvenance) {
   const std::map<std::string, std::string> ranks = {
       {"timing", "1, 2, 4 ranks"}, {"losses", "1, 4 ranks"}, {"traffic", "· 4 ranks ·"}, {"sweep", "· 2 ranks ·"},
       {"dp_scaling", "1, 2, 4 ranks"}, {"dp_epochs", "· 2 ranks ·"}, {"pipeline_modes", "· 1 rank ·"},
-      {"pipeline_timeline", "· 1 rank ·"}, {"cluster", "· 4 ranks ·"}};
+      {"pipeline_timeline", "· 1 rank ·"}, {"cluster", "· 4 ranks ·"}, {"pp_timeline", "· 2 ranks ·"},
+      {"pp_schedules", "· 2 ranks ·"}, {"cluster_lm", "1, 2, 4 ranks"}};
   for (const std::string& name : kFigures) {
     const std::string svg = dtlab::io::read_file(results / "report" / "figures" / (name + ".svg"));
     for (const std::string& fact : facts) EXPECT_TRUE(contains(svg, fact)) << name << ": " << fact;

@@ -34,7 +34,7 @@ def copy(rel):
     (dst / rel).write_text(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
 copy("results.json")
 plotted = {"timing", "losses", "reference", "bucket-sweep", "traffic", "dp-timing-weak", "dp-timing-strong",
-           "dp-learning", "pipeline-timing", "cluster"}
+           "dp-learning", "pipeline-timing", "pp-timing", "cluster", "cluster-dp", "cluster-pp"}
 for run in sorted((src / "runs").iterdir()):
     if json.loads((run / "run.json").read_text()).get("purpose") not in plotted:
         continue
