@@ -25,7 +25,7 @@ set yrange [0:*]
 plot datafile index 0 using 1:2 with linespoints lt 1 title "GPipe", \
      datafile index 1 using 1:2 with linespoints lt 2 title "1F1B"
 
-set title "Bubble: idle share of the ranks"
+set title "Bubble: ranks idle"
 set ylabel "fraction of rank time idle"
 set yrange [0:1]
 set key top right
