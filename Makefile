@@ -83,7 +83,7 @@ help:
 	@echo "make dp              YOUR GPT-2 data parallel (tasks/dp) on WORLD=4 local ranks; DP_MODEL=gpt2 for GPT-2 small's shape"
 	@echo "make pipeline        YOUR GPT-2 pipeline (tasks/pipeline): single stage, model parallel, pipeline; their throughput"
 	@echo "make pp              YOUR GPT-2 pipeline across ranks (tasks/pp): PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe; WORLD=4 for data x pipeline"
-	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates; figure 9 of the report")
+	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates, dp and pp at 1 Gbit/s; figures 9 and 12")
 	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
 	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"

@@ -26,6 +26,7 @@ using pipeline::StageSchedule;
 constexpr int kBatch = 16;
 constexpr int kLossSteps = 20;
 constexpr int kTimingMicroBatches[] = {1, 2, 4, 8};
+constexpr int kTimingBatch = 32;
 // The overlap check: each action sleeps kSleepMs; at least kMinConcurrency ranks at work on average.
 constexpr int kSleepMs = 20;
 constexpr double kMinConcurrency = 1.5;
@@ -161,12 +162,17 @@ const std::vector<PpRun>& pp_runs() {
   return runs;
 }
 
-const Run& run_of(Runner& runner, const std::string& e, const PpRun& p) {
-  std::vector<std::string> flags = equivalence_flags(kLossSteps);
+// The flags of `steps` steps of p's grid, on the same global batch as the single-process run.
+std::vector<std::string> grid_flags(const PpRun& p, int steps) {
+  std::vector<std::string> flags = equivalence_flags(steps);
   flags.insert(flags.end(), {"--stages", std::to_string(p.stages), "--micro_batches", std::to_string(p.micro_batches),
                              "--schedule", p.schedule});
   if (p.data_parallel) flags.insert(flags.end(), {"--global_batch_size", std::to_string(kBatch)});
-  return runner.run({e + "-" + p.id, e, "pp-" + p.id, p.world, flags, false});
+  return flags;
+}
+
+const Run& run_of(Runner& runner, const std::string& e, const PpRun& p) {
+  return runner.run({e + "-" + p.id, e, "pp-" + p.id, p.world, grid_flags(p, kLossSteps), false});
 }
 
 Verdict losses(Runner& runner, const std::string& e, const PpRun& p) {
@@ -263,11 +269,7 @@ Verdict gradients(Runner& runner, const std::string& e) {
   std::string summary;
   for (const PpRun& p : pp_runs()) {
     if (p.schedule != "gpipe" && !p.data_parallel) continue;  // GPipe and data x pipeline
-    std::vector<std::string> flags = equivalence_flags(1);
-    flags.insert(flags.end(), {"--stages", std::to_string(p.stages), "--micro_batches", std::to_string(p.micro_batches),
-                               "--schedule", p.schedule});
-    if (p.data_parallel) flags.insert(flags.end(), {"--global_batch_size", std::to_string(kBatch)});
-    const Run& run = runner.run({e + "-gradients-" + p.id, e, "pp-gradients", p.world, flags, true});
+    const Run& run = runner.run({e + "-gradients-" + p.id, e, "pp-gradients", p.world, grid_flags(p, 1), true});
     if (run.failure) return *run.failure;
     const std::vector<io::TensorMap> dumps = load_dumps(run.dump_dir, p.world);
     double worst = 0, scale = 0;
@@ -276,17 +278,21 @@ Verdict gradients(Runner& runner, const std::string& e) {
       std::set<std::string> held;
       for (int s = 0; s < p.stages; ++s) {
         const int rank = pipe * p.stages + s;
-        for (const auto& [name, g] : dumps.at(static_cast<size_t>(rank))) {
-          if (name.rfind("grad.", 0) != 0) continue;
-          const auto want = full.find(name);
-          if (want == full.end() || want->second.sizes() != g.sizes()) continue;
-          held.insert(name);
-          const double d = (g.to(torch::kFloat64) - want->second.to(torch::kFloat64)).abs().max().item<double>();
-          scale = std::max(scale, want->second.abs().max().item<double>());
-          if (d > worst) {
-            worst = d;
-            worst_name = fmt::format("stage rank {}'s {}", rank, name.substr(5));
-          }
+        const io::TensorMap& mine = dumps.at(static_cast<size_t>(rank));
+        io::TensorMap want;  // one process's gradients of the tensors this stage rank holds
+        for (const auto& [name, g] : mine) {
+          if (name.rfind("grad.", 0) == 0 && full.count(name)) want.emplace(name, full.at(name));
+        }
+        const Difference d = compare_tensors(mine, want, "grad.");
+        if (!d.missing.empty()) {
+          return {Status::kWrongNumber, fmt::format("{}: stage rank {}'s gradient of {} has another shape than one "
+                                                    "process's", p.label, rank, d.missing)};
+        }
+        for (const auto& [name, g] : want) held.insert(name);
+        scale = std::max(scale, d.scale);
+        if (d.max_abs > worst) {
+          worst = d.max_abs;
+          worst_name = fmt::format("stage rank {}'s {}", rank, d.worst);
         }
       }
       for (const auto& [name, g] : full) {
@@ -318,7 +324,7 @@ Verdict timing(Runner& runner, const std::string& e) {
   std::string summary;
   for (const char* schedule : {"gpipe", "1f1b"}) {
     for (int m : kTimingMicroBatches) {
-      const std::vector<std::string> flags = {"--batch_size", "32", "--max_steps", std::to_string(iterations),
+      const std::vector<std::string> flags = {"--batch_size", std::to_string(kTimingBatch), "--max_steps", std::to_string(iterations),
                                               "--no_eval", "--stages", "2", "--micro_batches", std::to_string(m),
                                               "--schedule", schedule};
       const RunRequest request{fmt::format("{}-timing-{}-m{}", e, schedule, m), e, "pp-timing", 2, flags, false};
@@ -334,8 +340,8 @@ Verdict timing(Runner& runner, const std::string& e) {
                              fmt::join(p.value("peak_stored_micro_batches", std::vector<int>{}), ", "));
     }
   }
-  return {Status::kPassed, fmt::format("{}: {} iterations per run (first discarded; GPT-2 fixture, batch 32, 2 stage "
-                                       "ranks sharing this machine's cores):{}", e, iterations, summary)};
+  return {Status::kPassed, fmt::format("{}: {} iterations per run (first discarded; GPT-2 fixture, batch {}, 2 stage "
+                                       "ranks sharing this machine's cores):{}", e, iterations, kTimingBatch, summary)};
 }
 
 }  // namespace pp_check

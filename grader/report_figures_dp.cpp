@@ -65,7 +65,7 @@ Figure dp_scaling_figure(const Folder& f, const Provenance& pv, Plotter& plotter
       "step time (after the first, discarded) times the steps of an epoch of each rank's part. Right: tokens per "
       "second summed over ranks, padding excluded (solid) and included (dashed). All ranks share this machine's "
       "cores and talk over loopback: this measures contention and communication cost, not scaling on a cluster.",
-      text(runs.begin()->second.begin()->second->results, {"config", "model_name_or_path"}, "?"), weak, strong);
+      model_name(runs.begin()->second.begin()->second->results), weak, strong);
   return fig;
 }
 

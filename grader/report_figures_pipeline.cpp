@@ -23,12 +23,6 @@ std::map<int, const Run*> timing_runs(const Folder& f) {
   return runs;
 }
 
-// The preset's name, else the model folder's.
-std::string model_name(const json& results) {
-  const std::string preset = text(results, {"config", "model_config"});
-  return preset.empty() ? text(results, {"config", "model_name_or_path"}, "?") : preset;
-}
-
 // A bar's label: one word (gnuplot reads the data file's columns at spaces).
 std::string mode_label(int m) { return m == 0 ? "single" : m == 1 ? "model-par." : fmt::format("m={}", m); }
 
@@ -92,7 +86,7 @@ Figure pipeline_modes_figure(const Folder& f, const Provenance& pv, Plotter& plo
       "re-materialisation, is what would lower it). The stages are threads sharing this "
       "machine's cores, each with its share of them: on a small model the hand-off of each task is a visible part "
       "of the step.",
-      pipeline_figures::model_name(single.results), text(single.results, {"config", "per_rank_train_batch_size"}, "?"), stages);
+      model_name(single.results), text(single.results, {"config", "per_rank_train_batch_size"}, "?"), stages);
   return fig;
 }
 

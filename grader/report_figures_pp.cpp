@@ -120,16 +120,21 @@ Figure pp_schedules_figure(const Folder& f, const Provenance& pv, Plotter& plott
     }
     data += "\n\n";
   }
+  // What was run, from the runs themselves: their micro-batch counts and the pipeline's batch.
+  std::vector<int> counts;
+  for (const auto& [m, r] : runs.at("gpipe")) counts.push_back(m);
+  const Run& any = *runs.at("gpipe").begin()->second;
   fig.provenance = pv.line({stages});
   plotter.plot(fig, data, {fmt::format("stages={}", stages)});
   fig.caption = fmt::format(
-      "The pp timing runs: {} stage ranks, GPipe and 1F1B at 1, 2, 4 and 8 micro-batches (GPT-2 fixture, batch 32). "
+      "The pp timing runs: {} stage ranks, GPipe and 1F1B at {} micro-batches ({}, batch {}). "
       "Left: the micro-batches whose activations stage 0 held at once, as the runtime counted them: GPipe's grow with "
       "m, 1F1B's stop at n. Middle: milliseconds per step. Right: the idle share of the ranks on one step's timeline "
       "against (n-1)/(m+n-1), the bubble both schedules share when every action takes the same time: 1F1B saves "
       "memory, not time. The ranks share this machine's cores, so their compute does not add up as on separate "
       "machines.",
-      stages);
+      stages, fmt::join(counts, ", "), model_name(any.results),
+      text(any.results, {"config", "per_rank_train_batch_size"}, "?"));
   return fig;
 }
 

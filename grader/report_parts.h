@@ -31,6 +31,11 @@ std::optional<double> number(const json& j, std::initializer_list<const char*> k
 std::string text(const json& j, std::initializer_list<const char*> keys, const std::string& fallback = "");
 
 inline std::string ranks_text(double n) { return fmt::format("{:g} rank{}", n, n == 1 ? "" : "s"); }
+// The model a run trained: its preset's name (--model_config), else its folder.
+inline std::string model_name(const json& results) {
+  const std::string preset = text(results, {"config", "model_config"});
+  return preset.empty() ? text(results, {"config", "model_name_or_path"}, "?") : preset;
+}
 
 struct Run {
   std::string id, exercise, purpose;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The lesson of tasks 2a, 2b and 3 on an emulated cluster, then the GPT-2 exercises dp and pp: the three ways of synchronising
-# gradients timed on N network-namespace hosts of this machine (scripts/netns_hosts.sh) whose
-# links are rate-limited in both directions, at several link rates and world sizes, with a BERT
-# sized so that communication is a real part of a step (the model, below). On one machine over loopback compute and
-# small-message latency decide, and gather/scatter through rank 0 can even look fastest; over a
-# link of a real NIC's speed the star through rank 0 sends n times what the ring sends, and DDP
-# hides part of the ring's time behind backward.
+# The lesson of tasks 2a, 2b and 3 on an emulated cluster, then the GPT-2 exercises dp and pp:
+# the three ways of synchronising gradients timed on N network-namespace hosts of this machine
+# (scripts/netns_hosts.sh) whose links are rate-limited in both directions, at several link rates
+# and world sizes, with a BERT sized so that communication is a real part of a step (the model,
+# below). On one machine over loopback compute and small-message latency decide, and
+# gather/scatter through rank 0 can even look fastest; over a link of a real NIC's speed the star
+# through rank 0 sends n times what the ring sends, and DDP hides part of the ring's time behind
+# backward.
 #
 # Usage (root: namespaces, links, qdiscs):
 #   sudo scripts/cluster_demo.sh [--out DIR] [--rates "1gbit 2500mbit 10gbit unlimited"]
@@ -41,7 +42,7 @@ while (($# > 0)); do
     --ranks) ranks_list=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
@@ -79,28 +80,33 @@ train_flags=(--model_name_or_path "$fixtures/bert-tiny" --data_dir "$fixtures/RT
 
 mkdir -p "$out/runs"
 status=0
+# One run of EXERCISE's reference on WORLD hosts at RATE ("unlimited": no limit) into
+# runs/ID: each rank's log, output/results.json, run.json (what the report reads); prints its
+# throughput line.
+run_on_hosts() {  # id exercise purpose world rate flags...
+  local id=$1 exercise=$2 purpose=$3 world=$4 rate=$5
+  shift 5
+  local dir="$out/runs/$id" outcome=ok rate_flag=() line
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  [[ $rate == unlimited ]] || rate_flag=(--rate "$rate")
+  if ! "$netns" run "$world" --prefix "$prefix" "${rate_flag[@]}" --logs "$dir" --timeout 900 -- \
+    "$build/$exercise-solution" "$@" --output_dir "$dir/output" \
+    --master_ip '{master}' --world_size '{world}' --local_rank '{rank}' >"$dir/netns.log" 2>&1; then
+    echo "cluster_demo: $id failed: see $dir/netns.log and $dir/rank*.log" >&2
+    outcome=failed
+    status=1
+  fi
+  printf '{"id": "%s", "exercise": "%s", "purpose": "%s", "world_size": %d, "rate": "%s", "outcome": "%s"}\n' \
+    "$id" "$exercise" "$purpose" "$world" "$rate" "$outcome" >"$dir/run.json.partial"
+  mv "$dir/run.json.partial" "$dir/run.json"
+  line=$(grep -h '^throughput' "$dir/rank0.log" 2>/dev/null || true)
+  printf '%-24s %s\n' "$id" "${line:-no timing (see $dir/rank0.log)}"
+}
 for world in $ranks_list; do
   for rate in $rates; do
     for task in task2a task2b task3; do
-      id="cluster-$task-$rate-w$world"
-      dir="$out/runs/$id"
-      rm -rf "$dir"
-      mkdir -p "$dir"
-      rate_flag=()
-      [[ $rate == unlimited ]] || rate_flag=(--rate "$rate")
-      outcome=ok
-      if ! "$netns" run "$world" --prefix "$prefix" "${rate_flag[@]}" --logs "$dir" --timeout 900 -- \
-        "$build/$task-solution" "${train_flags[@]}" --output_dir "$dir/output" \
-        --master_ip '{master}' --world_size '{world}' --local_rank '{rank}' >"$dir/netns.log" 2>&1; then
-        echo "cluster_demo: $id failed: see $dir/netns.log and $dir/rank*.log" >&2
-        outcome=failed
-        status=1
-      fi
-      printf '{"id": "%s", "exercise": "%s", "purpose": "cluster", "world_size": %d, "rate": "%s", "outcome": "%s"}\n' \
-        "$id" "$task" "$world" "$rate" "$outcome" >"$dir/run.json.partial"
-      mv "$dir/run.json.partial" "$dir/run.json"
-      line=$(grep -h '^throughput' "$dir/rank0.log" 2>/dev/null || true)
-      printf '%-24s %s\n' "$id" "${line:-no timing (see $dir/rank0.log)}"
+      run_on_hosts "cluster-$task-$rate-w$world" "$task" cluster "$world" "$rate" "${train_flags[@]}"
     done
   done
 done
@@ -140,33 +146,14 @@ done
 lm_rate=${rates%% *}
 lm_flags=(--model_config gpt2-mini --tokenizer_dir "$fixtures/gpt2-tiny" --data_dir "$fixtures/translation"
   --max_steps "$steps" --no_eval --no_save --seed 42 --dropout 0 --overwrite_output_dir --log_first_steps 0)
-run_lm() {  # id exercise purpose world rate args...
-  local id=$1 exercise=$2 purpose=$3 world=$4 rate=$5
-  shift 5
-  local dir="$out/runs/$id" outcome=ok rate_flag=()
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  [[ $rate == unlimited ]] || rate_flag=(--rate "$rate")
-  if ! "$netns" run "$world" --prefix "$prefix" "${rate_flag[@]}" --logs "$dir" --timeout 900 -- \
-    "$build/$exercise-solution" "${lm_flags[@]}" "$@" --output_dir "$dir/output" \
-    --master_ip '{master}' --world_size '{world}' --local_rank '{rank}' >"$dir/netns.log" 2>&1; then
-    echo "cluster_demo: $id failed: see $dir/netns.log and $dir/rank*.log" >&2
-    outcome=failed
-    status=1
-  fi
-  printf '{"id": "%s", "exercise": "%s", "purpose": "%s", "world_size": %d, "rate": "%s", "outcome": "%s"}\n' \
-    "$id" "$exercise" "$purpose" "$world" "$rate" "$outcome" >"$dir/run.json.partial"
-  mv "$dir/run.json.partial" "$dir/run.json"
-  line=$(grep -h '^throughput' "$dir/rank0.log" 2>/dev/null || true)
-  printf '%-24s %s\n' "$id" "${line:-no timing (see $dir/rank0.log)}"
-}
 for world in 1 2 4; do
-  run_lm "cluster-dp-$lm_rate-w$world" dp cluster-dp "$world" "$lm_rate" --global_batch_size $((8 * world))
+  run_on_hosts "cluster-dp-$lm_rate-w$world" dp cluster-dp "$world" "$lm_rate" "${lm_flags[@]}" \
+    --global_batch_size $((8 * world))
 done
 for world in 2 4; do
   for rate in "$lm_rate" unlimited; do
-    run_lm "cluster-pp-$rate-w$world" pp cluster-pp "$world" "$rate" --stages "$world" --micro_batches 8 \
-      --schedule 1f1b --batch_size 32
+    run_on_hosts "cluster-pp-$rate-w$world" pp cluster-pp "$world" "$rate" "${lm_flags[@]}" --stages "$world" \
+      --micro_batches 8 --schedule 1f1b --batch_size 32
   done
 done
 

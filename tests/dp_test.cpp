@@ -14,12 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "dtlab/data/translation.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/io/safetensors.h"
-#include "dtlab/tooling/gpt2_fixtures.h"
 #include "dtlab/tooling/process.h"
-#include "dtlab/tooling/translation_fixtures.h"
+#include "lm_fixture_util.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -36,17 +34,7 @@ constexpr int kWorld = 3, kGlobalBatch = 12, kSteps = 6;
 const fs::path& fixture() {
   static const fs::path dir = [] {
     const fs::path d = dtlab::test::fresh_temp_dir("dp-fixture");
-    dtlab::tooling::TranslationFixtureOptions t;
-    t.train = kTrain;
-    t.validation = 30;
-    t.test = 10;
-    dtlab::tooling::write_translation_fixture(d / "translation", t);
-    dtlab::tooling::Gpt2FixtureOptions g;
-    g.n_embd = 32;
-    g.n_layer = 1;
-    g.n_head = 2;
-    g.n_positions = 128;
-    dtlab::tooling::write_gpt2_fixture(d / "gpt2", dtlab::data::read_translation_split(d / "translation", "train"), g);
+    dtlab::test::write_small_lm_fixture(d, kTrain, 30, 10);
     return d;
   }();
   return dir;

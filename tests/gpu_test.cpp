@@ -18,7 +18,6 @@
 #include "dist_test_util.h"
 #include "fill_drain.h"
 #include "dtlab/core/device.h"
-#include "dtlab/data/translation.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/model/gpt2.h"
 #include "dtlab/pipeline/gpt2_layout.h"
@@ -26,7 +25,7 @@
 #include "dtlab/pipeline/workers.h"
 #include "dtlab/tooling/gpt2_fixtures.h"
 #include "dtlab/tooling/process.h"
-#include "dtlab/tooling/translation_fixtures.h"
+#include "lm_fixture_util.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -144,17 +143,9 @@ const fs::path& fixtures() {
     const fs::path d = dtlab::test::fresh_temp_dir("gpu-fixtures");
     const ProcessResult r = run_process({DTLAB_FIXTURES_BIN, "--out", (d / "fx").string()}, 120);
     if (r.exit_code != 0) throw std::runtime_error(r.output);
-    dtlab::tooling::TranslationFixtureOptions t;
-    t.train = 200;
-    t.validation = 20;
-    t.test = 10;
-    dtlab::tooling::write_translation_fixture(d / "translation", t);
-    dtlab::tooling::Gpt2FixtureOptions g;
-    g.n_embd = 32;
+    dtlab::tooling::Gpt2FixtureOptions g = dtlab::test::small_gpt2();
     g.n_layer = 2;
-    g.n_head = 2;
-    g.n_positions = 128;
-    dtlab::tooling::write_gpt2_fixture(d / "gpt2", dtlab::data::read_translation_split(d / "translation", "train"), g);
+    dtlab::test::write_small_lm_fixture(d, 200, 20, 10, g);
     return d;
   }();
   return dir;

@@ -1,6 +1,6 @@
-// Deliberately broken task 2b and dp solutions (tests/mutants), graded: each must fail the check that
-// should catch it, with the words that tell a student what is wrong, within its timeout. A
-// check that stops catching its bug fails here.
+// Deliberately broken solutions of task 2b, dp, pipeline and pp (tests/mutants), graded: each must
+// fail the check that should catch it, with the words that tell a student what is wrong, within
+// its timeout. A check that stops catching its bug fails here.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -31,6 +31,7 @@
 #include "dtlab/tooling/gpt2_fixtures.h"
 #include "dtlab/tooling/process.h"
 #include "dtlab/tooling/translation_fixtures.h"
+#include "lm_fixture_util.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share
@@ -50,26 +51,12 @@ using dtlab::tokenizer::Gpt2Tokenizer;
 // generated once for the whole suite.
 constexpr int64_t kTrain = 400, kValidation = 50, kTest = 20;
 
-dtlab::tooling::Gpt2FixtureOptions small_gpt2(uint64_t seed = 0) {
-  dtlab::tooling::Gpt2FixtureOptions g;
-  g.seed = seed;
-  g.n_embd = 32;
-  g.n_layer = 1;
-  g.n_head = 2;
-  g.n_positions = 128;
-  return g;
-}
+using dtlab::test::small_gpt2;
 
 const fs::path& small_fixture() {
   static const fs::path dir = [] {
     const fs::path d = dtlab::test::fresh_temp_dir("lm-fixture");
-    dtlab::tooling::TranslationFixtureOptions t;
-    t.train = kTrain;
-    t.validation = kValidation;
-    t.test = kTest;
-    dtlab::tooling::write_translation_fixture(d / "translation", t);
-    dtlab::tooling::write_gpt2_fixture(
-        d / "gpt2", dtlab::data::read_translation_split(d / "translation", "train"), small_gpt2());
+    dtlab::test::write_small_lm_fixture(d, kTrain, kValidation, kTest);
     return d;
   }();
   return dir;

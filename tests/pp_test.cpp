@@ -16,11 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "dtlab/data/translation.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/io/safetensors.h"
-#include "dtlab/tooling/gpt2_fixtures.h"
-#include "dtlab/tooling/translation_fixtures.h"
+#include "lm_fixture_util.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -35,17 +33,7 @@ constexpr double kTolerance = 1e-5;
 const fs::path& fixture() {
   static const fs::path dir = [] {
     const fs::path d = dtlab::test::fresh_temp_dir("pp-fixture");
-    dtlab::tooling::TranslationFixtureOptions t;
-    t.train = 200;
-    t.validation = 20;
-    t.test = 5;
-    dtlab::tooling::write_translation_fixture(d / "translation", t);
-    dtlab::tooling::Gpt2FixtureOptions g;
-    g.n_embd = 32;
-    g.n_layer = 1;
-    g.n_head = 2;
-    g.n_positions = 128;
-    dtlab::tooling::write_gpt2_fixture(d / "gpt2", dtlab::data::read_translation_split(d / "translation", "train"), g);
+    dtlab::test::write_small_lm_fixture(d, 200, 20, 5);
     return d;
   }();
   return dir;
@@ -122,6 +110,9 @@ TEST(StageRanks, GPipeAndOneFOneBOnThreeRanksEqualOneProcessAndStoreWhatTheirSch
   expect_same_losses(gpipe, one, "GPipe, 3 stages x 5 micro-batches of a batch of 7");
   EXPECT_EQ(gpipe.results.at("pp").at("peak_stored_micro_batches"), nlohmann::json({5, 5, 5}));
   EXPECT_EQ(gpipe.results.at("pp").at("layer_stages"), nlohmann::json({0, 1, 2}));
+  // The 3 stage ranks read the same 7 rows: the global batch is 7, not 3 x 7.
+  EXPECT_EQ(gpipe.results.at("config").at("global_train_batch_size"), 7);
+  EXPECT_NE(gpipe.exits[0].output.find("batch 7 x 1 pipeline = 7,"), std::string::npos) << gpipe.exits[0].output;
 
   const PpRun ofob = run_pp(DTLAB_PP_SOLUTION_BIN, "1f1b", 3,
                             {"--stages", "3", "--micro_batches", "7", "--schedule", "1f1b", "--batch_size", "7"});
@@ -170,6 +161,8 @@ TEST(StageRanks, TwoPipelinesOfTwoStagesEqualOneProcessOnTheGlobalBatch) {
   ASSERT_TRUE(grid.ok()) << dtlab::test::describe_ranks(grid.exits);
   expect_same_losses(grid, one, "2 pipelines x 2 stages, 1F1B, 3 micro-batches of 7 rows");
   EXPECT_EQ(grid.results.at("pp").at("pipelines"), 2);
+  EXPECT_EQ(grid.results.at("config").at("global_train_batch_size"), 14);
+  EXPECT_NE(grid.exits[0].output.find("batch 7 x 2 pipelines = 14,"), std::string::npos) << grid.exits[0].output;
   EXPECT_EQ(grid.results.at("pp").at("peak_stored_micro_batches"), nlohmann::json({2, 1, 2, 1}));
   // The stage groups: named in the banner with their ranks.
   EXPECT_NE(grid.exits[0].output.find("stage 0 = ranks 0, 2"), std::string::npos) << grid.exits[0].output;

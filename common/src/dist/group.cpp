@@ -26,6 +26,12 @@ std::string what_of(const std::exception& e) {
   return s.substr(0, s.find('\n'));
 }
 
+std::string rank_name(const Group::State& s) {
+  if (s.world_ranks.empty()) return "rank " + std::to_string(s.rank);
+  return "rank " + std::to_string(s.world_ranks.at(static_cast<size_t>(s.rank))) + " (rank " + std::to_string(s.rank) +
+         " of " + s.name + ")";
+}
+
 std::string seconds_text(std::chrono::milliseconds ms) {
   std::ostringstream out;
   out << ms.count() / 1000.0 << " s";

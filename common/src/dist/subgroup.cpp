@@ -10,11 +10,6 @@
 
 namespace dtlab::dist {
 
-std::string rank_name(const Group::State& s) {
-  if (s.world_ranks.empty()) return "rank " + std::to_string(s.rank);
-  return fmt::format("rank {} (rank {} of {})", s.world_ranks.at(static_cast<size_t>(s.rank)), s.rank, s.name);
-}
-
 std::unique_ptr<Group> new_group(Group& world, const std::vector<int>& ranks, const std::string& name) {
   Group::State& w = world.state();
   const std::string what = fmt::format("new_group \"{}\" of ranks [{}]", name, fmt::join(ranks, ", "));
@@ -37,7 +32,7 @@ std::unique_ptr<Group> new_group(Group& world, const std::vector<int>& ranks, co
   } catch (const DistError&) {
     throw;
   } catch (const std::exception& e) {
-    throw DistError(fmt::format("rank {}: {}: cannot connect its process group: {}", w.rank, what, what_of(e)));
+    throw DistError(fmt::format("{}: {}: cannot connect its process group: {}", rank_name(w), what, what_of(e)));
   }
   std::unique_ptr<Group> group = wrap_process_group(std::move(pg), rank, size, w.timeout, w.backend, w.local_rank,
                                                     w.local_world_size, w.ranks_on_this_machine);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "dtlab/core/error.h"
+#include "dtlab/dist/broadcast_state.h"
 #include "dtlab/dist/netdev.h"
 #include "dtlab/dist/subgroup.h"
 #include "dtlab/lm/loss.h"
@@ -42,16 +43,13 @@ StageRankTrainer::StageRankTrainer(StageRankParts parts, StageGrid grid, model::
       model_(std::move(model)),
       world_(world),
       interface_(std::move(interface)) {
-  std::set<std::string> seen;
   const bool tied = model_->config().tie_word_embeddings;
   const auto layers = static_cast<int>(grid_.layer_stages.size());
   for (int l = 0; l < layers; ++l) {
-    if (grid_.layer_stages[static_cast<size_t>(l)] != grid_.stage) continue;
-    my_layers_.push_back(l);
-    for (const auto& [name, p] : model_->stage_parameters(l)) {
-      if (seen.insert(name).second) my_parameters_.push_back(p);
-    }
+    if (grid_.layer_stages[static_cast<size_t>(l)] == grid_.stage) my_layers_.push_back(l);
   }
+  std::set<std::string> seen;
+  my_parameters_ = parameters_of_stage(grid_.stage, seen);
   if (my_layers_.empty()) throw Error(fmt::format("stage {} holds no layer of GPT-2", grid_.stage));
   shares_tied_weight_ = tied && grid_.stages > 1 && (grid_.stage == 0 || grid_.stage == grid_.stages - 1);
   if (grid_.pipelines > 1) {
@@ -59,6 +57,18 @@ StageRankTrainer::StageRankTrainer(StageRankParts parts, StageGrid grid, model::
     for (int p = 0; p < grid_.pipelines; ++p) members.push_back(grid_.rank_of(p, grid_.stage));
     stage_group_ = dist::new_group(world_, members, fmt::format("stage {}'s data-parallel group", grid_.stage));
   }
+}
+
+std::vector<torch::Tensor> StageRankTrainer::parameters_of_stage(int stage, std::set<std::string>& seen) const {
+  std::vector<torch::Tensor> params;
+  const auto layers = static_cast<int>(grid_.layer_stages.size());
+  for (int l = 0; l < layers; ++l) {
+    if (grid_.layer_stages[static_cast<size_t>(l)] != stage) continue;
+    for (const auto& [name, p] : model_->stage_parameters(l)) {
+      if (seen.insert(name).second) params.push_back(p);
+    }
+  }
+  return params;
 }
 
 torch::Tensor StageRankTrainer::forward_layers(const torch::Tensor& x) {
@@ -240,27 +250,10 @@ train::StepResult StageRankTrainer::run_step(train::TrainState& state, const tra
 }
 
 void StageRankTrainer::gather_model() {
-  torch::NoGradGuard no_grad;
-  const auto layers = static_cast<int>(grid_.layer_stages.size());
-  std::set<std::string> seen;
+  std::set<std::string> seen;  // across the stages: the tied weight goes with stage 0
   for (int s = 0; s < grid_.stages; ++s) {
-    std::vector<torch::Tensor> params;
-    for (int l = 0; l < layers; ++l) {
-      if (grid_.layer_stages[static_cast<size_t>(l)] != s) continue;
-      for (const auto& [name, p] : model_->stage_parameters(l)) {
-        if (seen.insert(name).second) params.push_back(p);  // the tied weight with stage 0
-      }
-    }
-    if (params.empty()) continue;
-    std::vector<torch::Tensor> flat_parts;
-    for (const torch::Tensor& p : params) flat_parts.push_back(p.detach().reshape(-1));
-    torch::Tensor flat = torch::cat(flat_parts);
-    world_.broadcast(flat, grid_.rank_of(0, s), fmt::format("stage {} weights", s));
-    int64_t offset = 0;
-    for (torch::Tensor& p : params) {
-      p.copy_(flat.slice(0, offset, offset + p.numel()).view_as(p));
-      offset += p.numel();
-    }
+    const std::vector<torch::Tensor> params = parameters_of_stage(s, seen);
+    if (!params.empty()) dist::broadcast_tensors(params, world_, grid_.rank_of(0, s), fmt::format("stage {} weights", s));
   }
 }
 

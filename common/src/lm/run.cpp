@@ -35,14 +35,15 @@ namespace fs = std::filesystem;
 namespace dtlab::lm {
 namespace {
 
-nlohmann::json options_json(const LmOptions& o, int64_t per_rank_batch, int world) {
+// readers: the ranks that read different rows (every rank, or the pipelines of stage ranks).
+nlohmann::json options_json(const LmOptions& o, int64_t per_rank_batch, int readers) {
   return {{"model_name_or_path", o.model_name_or_path},
           {"model_config", o.model_config},
           {"tokenizer_dir", tokenizer_folder(o)},
           {"data_dir", o.data_dir},
           {"output_dir", o.output_dir},
           {"per_rank_train_batch_size", per_rank_batch},
-          {"global_train_batch_size", per_rank_batch * world},
+          {"global_train_batch_size", per_rank_batch * readers},
           {"max_length", o.max_length},
           {"learning_rate", o.learning_rate},
           {"weight_decay", o.weight_decay},
@@ -181,11 +182,13 @@ void print_samples(const std::vector<Translation>& translations, int samples) {
   std::fflush(stdout);
 }
 
+// readers: the ranks whose minibatches differ (every rank; with stages as ranks, the pipelines,
+// whose stage ranks read the same rows).
 void print_banner(const LmOptions& o, const train::Run& run, const LmTrainState& state,
                   const train::LoopPlan& plan, const tokenizer::Gpt2Tokenizer& tokenizer,
-                  const LmData& d, int64_t rank_examples, const std::string& load_notice, bool stages_as_ranks) {
+                  const LmData& d, int64_t rank_examples, const std::string& load_notice, int readers,
+                  bool stages_as_ranks) {
   const model::Gpt2Config& c = state.model->config();
-  const int world = run.world();
   fmt::print("dtlab {}\n", run.name);
   fmt::print("  model       {} (L{} H{} A{}, vocab {}, positions {}, {:.2f}M parameters)\n",
              o.model_config.empty() ? o.model_name_or_path : o.model_config + " (random weights)",
@@ -196,16 +199,11 @@ void print_banner(const LmOptions& o, const train::Run& run, const LmTrainState&
              d.train.truncated, o.max_length,
              o.no_eval ? std::string("no evaluation (--no_eval)")
                        : fmt::format("{} validation pairs, BLEU on {} test pairs", d.validation.size(), d.test.size()));
-  // Stages as ranks: the ranks of a pipeline read the same rows; the pipelines split the batch.
-  const int readers = plan.sampler.world_size;
-  const char* reader = stages_as_ranks ? "pipeline" : "rank";
   fmt::print("  training    batch {} x {} {}{} = {}, {} epochs, {} steps, AdamW lr {:g} wd {:g}, "
              "warmup {}, clip {:g}, dropout {}\n",
-             plan.batch_per_rank, stages_as_ranks ? readers : world, reader,
-             (stages_as_ranks ? readers : world) == 1 ? "" : "s",
-             plan.batch_per_rank * (stages_as_ranks ? readers : world),
-             plan.epochs, plan.total_steps, o.learning_rate, o.weight_decay, o.warmup_steps,
-             o.max_grad_norm, o.dropout ? fmt::format("{:g}", *o.dropout) : "from the config");
+             plan.batch_per_rank, readers, stages_as_ranks ? "pipeline" : "rank", readers == 1 ? "" : "s",
+             plan.batch_per_rank * readers, plan.epochs, plan.total_steps, o.learning_rate, o.weight_decay,
+             o.warmup_steps, o.max_grad_norm, o.dropout ? fmt::format("{:g}", *o.dropout) : "from the config");
   if (run.group) {
     fmt::print("  ranks       {}\n", run.describe_ranks());
     if (stages_as_ranks) {
@@ -315,6 +313,8 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     grid->action_sleep = std::chrono::milliseconds(o.stage_sleep_ms);
   }
   const int replicas = grid ? grid->pipelines : 1;
+  // The ranks whose minibatches differ: the global batch is batch_per_rank times this.
+  const int readers = grid ? replicas : run.world();
   train::LoopPlan plan;
   plan.batch_per_rank = grid ? batch_per_rank(o, replicas) : share.batch_size;
   plan.sampler = {share.data->size(), replicas, grid ? grid->pipeline : 0, reading.shuffle, o.seed};
@@ -344,14 +344,14 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     return r;
   };
 
-  nlohmann::json config = options_json(o, plan.batch_per_rank, run.world());
+  nlohmann::json config = options_json(o, plan.batch_per_rank, readers);
   config["train_pairs"] = d.train.size();
   config["pairs_per_rank"] = share.data->size();  // rank 0's part (data parallel), else the whole set
   report::Results results(ex.name, std::move(config), run.environment());
   const fs::path results_path = fs::path(o.output_dir) / "results.json";
   if (run.lead()) {
     const std::string notice = o.model_config.empty() ? load_report.describe(o.model_name_or_path) : "";
-    print_banner(o, run, state, plan, tokenizer, d, share.data->size(), notice, grid.has_value());
+    print_banner(o, run, state, plan, tokenizer, d, share.data->size(), notice, readers, grid.has_value());
   }
   // The pipeline exercise: the same model, its forward and backward run by the student's Pipe.
   std::optional<PipelinedModel> pipelined;
@@ -373,10 +373,8 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     if (pipelined) throw Error("--dump_dir is for the exercises with ranks, not with --stages > 1 in one process");
     std::vector<int64_t> epoch1 = data::shard_indices(plan.sampler, 0);
     for (int64_t& row : epoch1) row = share.indices.at(static_cast<size_t>(row));
-    // The global batch: the pipelines' minibatches (a pipeline's stage ranks read the same), or
-    // every rank's.
-    const int64_t global_batch = plan.batch_per_rank * (grid ? replicas : run.world());
-    train::RankDumpPlan dump{o.dump_dir, 1, run.rank(), run.world(), global_batch, std::move(epoch1), share.indices};
+    train::RankDumpPlan dump{o.dump_dir, 1, run.rank(), run.world(), plan.batch_per_rank * readers, std::move(epoch1),
+                             share.indices};
     if (stage_trainer) {
       stage_trainer->dump_at(std::move(dump));  // each stage rank: its stage's gradients
     } else {

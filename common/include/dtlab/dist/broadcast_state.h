@@ -5,6 +5,7 @@
 #include <torch/nn/module.h>
 
 #include <string>
+#include <vector>
 
 #include "dtlab/dist/group.h"
 
@@ -17,5 +18,11 @@ namespace dtlab::dist {
 // weights) are sent once. Every rank must call it with a module of the same structure.
 void broadcast_module_state(torch::nn::Module& module, Group& group, bool include_buffers = true,
                             const std::string& tag = "initial state");
+
+// Copies rank src's values of `tensors` into every rank's, the same way (grouped by dtype, one
+// broadcast per dtype, bit for bit): a part of a model, such as a pipeline stage's parameters
+// from the rank that trained them. Every rank passes tensors of the same shapes and dtypes, in
+// the same order.
+void broadcast_tensors(const std::vector<torch::Tensor>& tensors, Group& group, int src, const std::string& tag);
 
 }  // namespace dtlab::dist

@@ -76,7 +76,8 @@ void add_lm_flags(CLI::App& app, LmOptions& options, bool distributed = false);
 // The pipeline exercise's flags: --stages, --micro_batches, --balance, --probe.
 void add_pipeline_flags(CLI::App& app, LmOptions& options);
 
-// The pp exercise's flags: --stages, --micro_batches, --balance, --schedule.
+// The pp exercise's flags: --stages, --micro_batches, --balance, --schedule, and the grading aids
+// --probe and --stage_sleep_ms.
 void add_stage_rank_flags(CLI::App& app, LmOptions& options);
 
 // Checks values CLI11 cannot (one model source, positive sizes, existing folders, a known

@@ -20,6 +20,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "dtlab/dist/group.h"
@@ -88,6 +90,9 @@ class StageRankTrainer {
  private:
   train::StepResult run_step(train::TrainState& state, const train::StepInput& input);
   double predicted_bytes_sent(int64_t rows, int64_t seq) const;
+  // The parameters of stage `stage`'s layers whose names `seen` does not hold yet (it gains them):
+  // a weight two stages share (the tied embedding) goes with the first to ask.
+  std::vector<torch::Tensor> parameters_of_stage(int stage, std::set<std::string>& seen) const;
   // This rank's layers, input -> output.
   torch::Tensor forward_layers(const torch::Tensor& x);
   // The schedule of every stage for m micro-batches, simulated once per m (pipeline/simulate.h).

@@ -56,7 +56,7 @@ struct ActionRecord {
 
 class StageStep {
  public:
-  // first_inputs: on stage 0, micro-batch i's input ids; on the others, one tensor per
+  // micro_inputs: on stage 0, micro-batch i's input ids; on the others, one tensor per
   // micro-batch that has the shape and dtype of micro-batch i's activation at this stage's input
   // (Note [Shapes known ahead]). output_shapes: the shape of what this stage outputs for
   // micro-batch i (ignored on the last stage); activations are of dtype `dtype`.
