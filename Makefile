@@ -22,6 +22,11 @@ TORCH_ARGS := -DDTLAB_TORCH=$(abspath $(TORCH)) -DDTLAB_CUDA=$(TORCH_CUDA)
 PYTHON   ?= $(abspath $(TORCH))/bin/python
 endif
 JOBS     ?= $(shell nproc)
+# The compiler cache (Note [Compiler cache], cmake/DtlabCcache.cmake) is on wherever ccache is
+# installed; DTLAB_CCACHE=OFF compiles without it (read at each compile, no reconfigure needed).
+ifdef DTLAB_CCACHE
+export DTLAB_CCACHE
+endif
 CMAKE_ARGS ?=
 FIXTURES ?= fixtures
 OUT      ?= out
@@ -65,7 +70,7 @@ HAVE_SOLUTIONS := $(wildcard solutions)
 DEMO_WHAT := $(if $(HAVE_SOLUTIONS),--solutions,)
 comma := ,
 
-.PHONY: help setup configure build fixtures demo test task1 task1-solution skeletons gpt2-demo gpt2-real \
+.PHONY: help setup configure build fixtures demo test test-changed task1 task1-solution skeletons gpt2-demo gpt2-real \
         bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
         $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%) pipeline pipeline-solution cluster-demo
 
@@ -78,6 +83,7 @@ help:
 	@echo "make task1           build and run YOUR task 1 (tasks/task1) on the fixtures"
 	$(if $(HAVE_SOLUTIONS),@echo "make task1-solution  the same with the reference solution")
 	@echo "make test-task1      the tests of task 1 only (ctest -L task1)"
+	@echo "make test-changed    the suites that test what changed since BASE=main (scripts/changed_labels.sh -v says why)"
 	@echo "make task2a          YOUR task 2a on WORLD=4 local ranks (also task2b task3 task4$(if $(HAVE_SOLUTIONS),$(comma) and -solution))"
 	@echo "make test-task2a     the tests of task 2a (also test-task2b test-task3 test-task4)"
 	@echo "make dp              YOUR GPT-2 data parallel (tasks/dp) on WORLD=4 local ranks; DP_MODEL=gpt2 for GPT-2 small's shape"
@@ -109,7 +115,7 @@ $(BUILD)/build.ninja:
 configure: $(BUILD)/build.ninja
 
 build: configure
-	cmake --build $(BUILD) -j $(JOBS)
+	scripts/build.sh $(BUILD) -j $(JOBS)
 
 fixtures: build
 	$(BUILD)/tools/dtlab-fixtures --out $(FIXTURES)
@@ -198,7 +204,7 @@ GPT2_BATCH  ?= 32
 GPT2_THREADS ?= 1
 
 gpt2-demo: configure
-	cmake --build $(BUILD) -j $(JOBS) --target dtlab-fixtures dtlab-gpt2
+	scripts/build.sh $(BUILD) -j $(JOBS) --target dtlab-fixtures dtlab-gpt2
 	$(BUILD)/tools/dtlab-fixtures --out $(FIXTURES)
 	$(BUILD)/tools/dtlab-gpt2 --model_name_or_path $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
 	  --batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --num_epochs $(GPT2_EPOCHS) --seed $(SEED) \
@@ -210,14 +216,28 @@ gpt2-demo: configure
 REAL_DATA ?= data/ding-de-en
 REAL_GPT2 ?= data/gpt2-ding
 gpt2-real: configure
-	cmake --build $(BUILD) -j $(JOBS) --target dtlab-translation-data dtlab-gpt2
+	scripts/build.sh $(BUILD) -j $(JOBS) --target dtlab-translation-data dtlab-gpt2
 	$(BUILD)/tools/dtlab-translation-data --out $(REAL_DATA) --gpt2_out $(REAL_GPT2) --seed $(SEED)
 	$(BUILD)/tools/dtlab-gpt2 --model_name_or_path $(REAL_GPT2) --data_dir $(REAL_DATA) \
 	  --batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --num_epochs $(GPT2_EPOCHS) --seed $(SEED) \
 	  --threads $(GPT2_THREADS) --output_dir $(OUT)/gpt2-real --overwrite_output_dir $(ARGS)
 
+# A test-T that finds no test under its label fails (--no-tests=error): it must never look green.
 $(EXERCISES:%=test-%): build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L $(@:test-%=%)
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L '^$(@:test-%=%)$$' --no-tests=error
+
+# The contributors' fast loop (not CI's): the suites whose labels match the folders changed since
+# BASE (default main; uncommitted and untracked files count), as scripts/changed_labels.sh maps
+# them (-v there says which file chose which label). A change to the build, cmake/, scripts/ or a
+# header of core/ runs every suite.
+BASE ?= main
+test-changed: build
+	@labels=$$(scripts/changed_labels.sh $(BASE)) || exit $$?; \
+	if [ -z "$$labels" ]; then echo "test-changed: nothing changed since $(BASE) that a suite tests"; \
+	elif [ "$$labels" = ALL ]; then echo "test-changed: a change since $(BASE) reaches every suite: all of them"; \
+	  ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS); \
+	else echo "test-changed: ctest -L '$$labels'"; \
+	  ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L "$$labels" --no-tests=error; fi
 
 # Grades everything, then renders the report even when a check failed, and exits with the
 # grading's status.
@@ -248,7 +268,7 @@ bench: configure
 	cmake --build $(BUILD) --target bench
 
 bench-task1: build
-	cmake --build $(BUILD) --target bench_task1
+	scripts/build.sh $(BUILD) --target bench_task1
 	$(BUILD)/bench/bench_task1
 
 bench-dp: configure
@@ -271,10 +291,10 @@ bench-pp: configure
 # dtlab-gpt2's GPT-2 (bench/compare_eager.py; ARGS=--profile DIR profiles both sides, ARGS=--compile
 # adds torch.compile on 2.x): tooling, it needs tests/golden/setup_venv.sh [--torch] once (PyPI).
 bench-task1-eager: configure
-	cmake --build $(BUILD) --target bench_task1
+	scripts/build.sh $(BUILD) --target bench_task1
 	$(PYTHON) bench/compare_eager.py --bench task1 --build $(BUILD) $(ARGS)
 bench-gpt2-eager: configure
-	cmake --build $(BUILD) --target bench_gpt2
+	scripts/build.sh $(BUILD) --target bench_gpt2
 	$(PYTHON) bench/compare_eager.py --bench gpt2 --build $(BUILD) $(ARGS)
 
 clean:
@@ -307,13 +327,13 @@ TSAN_TESTS ?= ^(pipeline_test|heartbeat_test|ddp_test|collectives_test|tokenizer
 build-asan/build.ninja build-tsan/build.ninja: build-%/build.ninja:
 	cmake --preset $*
 asan: build-asan/build.ninja
-	cmake --build build-asan -j $(JOBS)
+	scripts/build.sh build-asan -j $(JOBS)
 	$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 asan-unit: build-asan/build.ninja
-	cmake --build build-asan -j $(JOBS) --target unit_tests
+	scripts/build.sh build-asan -j $(JOBS) --target unit_tests
 	$(ASAN_ENV) ctest --test-dir build-asan -L unit --output-on-failure -j $(JOBS)
 tsan: build-tsan/build.ninja
-	cmake --build build-tsan -j $(JOBS) --target unit_tests faults_test
+	scripts/build.sh build-tsan -j $(JOBS) --target unit_tests faults_test
 	$(TSAN_ENV) setarch $$(uname -m) -R ctest --test-dir build-tsan -R '$(TSAN_TESTS)' --output-on-failure -j $(JOBS)
 
 # Fuzzing the readers of outside input (docs/FUZZING.md): libFuzzer harnesses built with clang 14

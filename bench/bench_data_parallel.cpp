@@ -32,15 +32,13 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
+#include "dtlab/tooling/build_paths.h"
 #include "dtlab/tooling/process.h"
 #include "dtlab/dist/ddp.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/report/timing.h"
 #include "dtlab/train/runtime.h"
 
-#ifndef DTLAB_FIXTURES_BIN
-#error "DTLAB_FIXTURES_BIN must be defined (bench/CMakeLists.txt)"
-#endif
 
 namespace fs = std::filesystem;
 
@@ -431,7 +429,7 @@ int run(Options o) {
     }
   } else {
     fixtures = work.path() / "fixtures";
-    const std::vector<std::string> argv = {DTLAB_FIXTURES_BIN, "--out", fixtures.string()};
+    const std::vector<std::string> argv = {DTLAB_PROGRAM("dtlab-fixtures"), "--out", fixtures.string()};
     const ProcessResult p = run_process(argv, 300);
     if (p.exit_code != 0) {
       throw Error(fmt::format("{} failed ({}):\n{}", join(argv), status_text(p), tail(p.output, 12)));

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "dtlab/tooling/build_paths.h"
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
 #include "dtlab/io/json_file.h"
@@ -54,7 +55,7 @@ Row run_one(const Options& o, const fs::path& dir, const std::string& model, boo
   const fs::path out = dir / "runs" / fmt::format("{}-{}-w{}", model, row.scaling, world);
   fs::remove_all(out);
   grader::LaunchSpec spec;
-  spec.binary = DTLAB_DP_SOLUTION_BIN;
+  spec.binary = DTLAB_PROGRAM("dp-solution");
   spec.world_size = world;
   spec.log_dir = out;
   spec.timeout_seconds = 3600;

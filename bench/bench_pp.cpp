@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "dtlab/tooling/build_paths.h"
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
 #include "dtlab/io/json_file.h"
@@ -48,7 +49,7 @@ Result run_one(const Options& o, const fs::path& dir, const std::string& schedul
   const fs::path out = dir / "runs" / fmt::format("{}-r{}", schedule, round);
   fs::remove_all(out);
   grader::LaunchSpec spec;
-  spec.binary = DTLAB_PP_SOLUTION_BIN;
+  spec.binary = DTLAB_PROGRAM("pp-solution");
   spec.world_size = o.stages;
   spec.log_dir = out;
   spec.timeout_seconds = 3600;

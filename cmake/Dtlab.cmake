@@ -87,8 +87,6 @@ function(dtlab_test name)
   add_executable(${name} ${name}.cpp ${T_SOURCES})
   dtlab_tool_defaults(${name})
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main)
-  target_compile_definitions(${name} PRIVATE
-    DTLAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DTLAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -175,8 +173,6 @@ function(dtlab_unit_tests)
   dtlab_tool_defaults(unit_tests)
   dtlab_unity(unit_tests BATCH 4)
   target_link_libraries(unit_tests PRIVATE GTest::gtest GTest::gtest_main)
-  target_compile_definitions(unit_tests PRIVATE
-    DTLAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DTLAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
   # A case that no entry selects (a TEST not at the start of its line) would never run: this
   # entry lists the binary's cases outside every entry's filter and fails if there is one.
   get_property(all GLOBAL PROPERTY DTLAB_UNIT_FILTER)
@@ -184,4 +180,52 @@ function(dtlab_unit_tests)
            COMMAND ${CMAKE_COMMAND} -DBINARY=$<TARGET_FILE:unit_tests> "-DFILTER=${all}"
                    -P ${PROJECT_SOURCE_DIR}/cmake/check_unit_selection.cmake)
   set_tests_properties(unit_tests_selection PROPERTIES TIMEOUT 60 LABELS unit)
+endfunction()
+
+# dtlab_write_build_paths(): Note [Build paths] (common/include/dtlab/tooling/build_paths.h). Writes
+# build_paths.cpp, compiled into dtlab_build_paths: this checkout's source and build folders, the
+# folders a sandboxed run mounts (DTLAB_SANDBOX_LIBRARY_DIRS) and the path of every program the
+# build defines, by target name. Called once, after every target is defined.
+function(dtlab_write_build_paths)
+  set(programs "")
+  foreach(dir IN ITEMS ${PROJECT_SOURCE_DIR} ${ARGN})
+    get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(t IN LISTS targets)
+      get_target_property(type ${t} TYPE)
+      if(type STREQUAL "EXECUTABLE" AND NOT t MATCHES "^submission-")
+        string(APPEND programs "    {\"${t}\", \"$<TARGET_FILE:${t}>\"},\n")
+      endif()
+    endforeach()
+  endforeach()
+  file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/build_paths.cpp CONTENT
+"// Written by the configure (dtlab_write_build_paths, cmake/Dtlab.cmake): Note [Build paths].
+#include \"dtlab/tooling/build_paths.h\"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace dtlab::build_paths {
+const char* const source_dir = \"${PROJECT_SOURCE_DIR}\";
+const char* const binary_dir = \"${PROJECT_BINARY_DIR}\";
+const char* const sandbox_library_dirs = \"${DTLAB_SANDBOX_LIBRARY_DIRS}\";
+
+namespace {
+struct Program {
+  const char* target;
+  const char* path;
+};
+const Program kPrograms[] = {
+${programs}};
+}  // namespace
+
+const char* program(const char* target) {
+  for (const Program& p : kPrograms) {
+    if (std::strcmp(p.target, target) == 0) return p.path;
+  }
+  throw std::invalid_argument(std::string(\"this build (\") + binary_dir + \") defines no program '\" + target +
+                              \"' (Note [Build paths], dtlab/tooling/build_paths.h)\");
+}
+}  // namespace dtlab::build_paths
+")
 endfunction()

@@ -4,14 +4,15 @@
 #include "checks.h"
 #include "commands.h"
 #include "dtlab/core/error.h"
+#include "dtlab/tooling/build_paths.h"
 #include "dtlab/tooling/process.h"
 
 namespace fs = std::filesystem;
 
 namespace dtlab::grader {
 
-const fs::path kSourceDir = DTLAB_SOURCE_DIR;
-const fs::path kBuildDir = DTLAB_BUILD_DIR;
+const fs::path kSourceDir = build_paths::source_dir;
+const fs::path kBuildDir = build_paths::binary_dir;
 
 bool has_solutions() { return fs::is_directory(kSourceDir / "solutions"); }
 

@@ -1,6 +1,8 @@
 // Starting runs and compiles inside the sandbox, see sandbox.h (Note [The sandbox]).
 #include "sandbox.h"
 
+#include "dtlab/tooling/build_paths.h"
+
 #include <fcntl.h>
 #include <grp.h>
 #include <net/if.h>
@@ -377,8 +379,7 @@ std::string bwrap_refusal(const Sandbox& candidate) {
 
 std::vector<fs::path> library_folders() {
   std::vector<fs::path> folders;
-#ifdef DTLAB_SANDBOX_LIBRARY_DIRS
-  const std::string dirs = DTLAB_SANDBOX_LIBRARY_DIRS;
+  const std::string dirs = build_paths::sandbox_library_dirs;
   for (size_t start = 0; start <= dirs.size();) {
     const size_t sep = std::min(dirs.find(':', start), dirs.size());
     const fs::path dir = dirs.substr(start, sep - start);
@@ -389,7 +390,6 @@ std::vector<fs::path> library_folders() {
     if (ec || canonical.string().rfind("/usr/", 0) == 0) continue;  // /usr is mounted anyway
     folders.push_back(canonical);
   }
-#endif
   return folders;
 }
 

@@ -95,20 +95,24 @@ SubmissionBuild build_submission(const fs::path& submission, const std::vector<s
   const FolderLock lock(build_dir, /*wait_seconds=*/1800);  // submissions build one at a time
   fmt::print("grader: building {} from {}\n", fmt::join(present, ", "), root.string());
   std::fflush(stdout);
+  // A student's compile neither reads nor writes the instructor's compiler cache (Note [Compiler
+  // cache]): DTLAB_CCACHE=OFF makes cmake/ccache_launcher.sh run the compiler straight.
   CompileJail jail;
   jail.visible = {fs::absolute(source_dir), root};
   jail.writable = {fs::absolute(build_dir)};
   jail.hidden = hidden_from_compile(fs::absolute(source_dir), fs::absolute(build_dir), results_dir);
   const ProcessResult configure = run_process(
-      compile_command(sandbox, jail, {"cmake", "-S", source_dir.string(), "-B", build_dir.string(),
-                                      "-DDTLAB_SUBMISSION_DIR=" + root.string()}), 600);
+      compile_command(sandbox, jail, {"env", "DTLAB_CCACHE=OFF", "cmake", "-S", source_dir.string(), "-B",
+                                      build_dir.string(), "-DDTLAB_SUBMISSION_DIR=" + root.string()}), 600);
   if (configure.exit_code != 0) {
     throw Error("cmake could not configure the submission build in " + build_dir.string() + ":\n" +
                 compiler_errors(configure.output));
   }
   for (const auto& e : present) {
     const ProcessResult r = run_process(
-        compile_command(sandbox, jail, {"cmake", "--build", build_dir.string(), "--target", "submission-" + e}), 900);
+        compile_command(sandbox, jail,
+                        {"env", "DTLAB_CCACHE=OFF", "cmake", "--build", build_dir.string(), "--target", "submission-" + e}),
+        900);
     const fs::path binary = build_dir / "submission" / e;
     if (r.exit_code == 0 && fs::exists(binary)) {
       build.binaries[e] = binary;

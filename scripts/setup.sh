@@ -45,7 +45,7 @@ set -euo pipefail
 
 packages=(g++ make cmake ninja-build pkg-config libtorch-dev libopenblas0-openmp libcli11-dev
           libgloo-dev nlohmann-json3-dev libfmt-dev libutf8proc-dev libgtest-dev
-          gnuplot-nox fonts-liberation git bubblewrap)
+          gnuplot-nox fonts-liberation git bubblewrap ccache)
 
 # The LibTorch 2.x that CI tests beside Debian's 1.13. Move the pin here (and nowhere else).
 torch_pin=2.15.0

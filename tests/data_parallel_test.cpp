@@ -42,9 +42,9 @@ struct Exercise {
 
 const std::vector<Exercise>& exercises() {
   static const std::vector<Exercise> all = {
-      {"task2a", DTLAB_TASK2A_SOLUTION_BIN, DTLAB_TASK2A_BIN},
-      {"task2b", DTLAB_TASK2B_SOLUTION_BIN, DTLAB_TASK2B_BIN},
-      {"task3", DTLAB_TASK3_SOLUTION_BIN, DTLAB_TASK3_BIN},
+      {"task2a", DTLAB_PROGRAM("task2a-solution"), DTLAB_PROGRAM("task2a")},
+      {"task2b", DTLAB_PROGRAM("task2b-solution"), DTLAB_PROGRAM("task2b")},
+      {"task3", DTLAB_PROGRAM("task3-solution"), DTLAB_PROGRAM("task3")},
   };
   return all;
 }
@@ -58,7 +58,7 @@ class DataParallel : public ::testing::Test {
       if (c == '/') c = '-';
     }
     dir_ = dtlab::test::fresh_temp_dir(name);
-    const ProcessResult r = run_process({DTLAB_FIXTURES_BIN, "--out", (dir_ / "fx").string()}, 60);
+    const ProcessResult r = run_process({DTLAB_PROGRAM("dtlab-fixtures"), "--out", (dir_ / "fx").string()}, 60);
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
@@ -83,7 +83,7 @@ class DataParallel : public ::testing::Test {
 TEST_F(DataParallel, IndivisibleGlobalBatchSizeIsAUsageErrorNamingTheFlag) {
   const std::string port = std::to_string(dtlab::test::free_port());
   const auto argv_of = [&](int rank) {
-    std::vector<std::string> args = common_flags(DTLAB_TASK2B_SOLUTION_BIN, dir_ / "out");
+    std::vector<std::string> args = common_flags(DTLAB_PROGRAM("task2b-solution"), dir_ / "out");
     args.insert(args.end(), {"--global_batch_size", "30", "--master_ip", "127.0.0.1", "--master_port",
                              port, "--world_size", "4", "--local_rank", std::to_string(rank)});
     return args;

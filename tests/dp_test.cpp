@@ -79,7 +79,7 @@ double relative_gradient_difference(const dtlab::io::TensorMap& a, const dtlab::
 
 TEST(Dp, ThreeRanksEqualOneProcessOnTheUnionOfTheirMinibatches) {
   const fs::path dir = dtlab::test::fresh_temp_dir("dp-three");
-  const std::vector<ChildExit> exits = run_dp(DTLAB_DP_SOLUTION_BIN, dir, kWorld, kGlobalBatch);
+  const std::vector<ChildExit> exits = run_dp(DTLAB_PROGRAM("dp-solution"), dir, kWorld, kGlobalBatch);
   for (const ChildExit& e : exits) ASSERT_EQ(e.exit_code, 0) << dtlab::test::describe_ranks(exits);
 
   // Disjoint parts of int(400 / 3) = 133 examples, 4 per step.
@@ -103,7 +103,7 @@ TEST(Dp, ThreeRanksEqualOneProcessOnTheUnionOfTheirMinibatches) {
     }
   }
   dtlab::io::write_json_file(dir / "order.json", order);
-  std::vector<std::string> args = common_flags(DTLAB_GPT2_BIN, dir / "one");
+  std::vector<std::string> args = common_flags(DTLAB_PROGRAM("dtlab-gpt2"), dir / "one");
   args.insert(args.end(), {"--batch_size", std::to_string(kGlobalBatch), "--train_order", (dir / "order.json").string(),
                            "--dump_dir", (dir / "one-dump").string()});
   const ProcessResult one = run_process(args, 120);
@@ -139,7 +139,7 @@ TEST(Dp, ThreeRanksEqualOneProcessOnTheUnionOfTheirMinibatches) {
 TEST(Dp, UnevenPartsStopEveryRankAtOnceNamingEachRanksSteps) {
   const fs::path dir = dtlab::test::fresh_temp_dir("dp-uneven");
   ::setenv("DTLAB_MUTANT", "uneven_parts", 1);
-  const std::vector<ChildExit> exits = run_dp(DTLAB_DP_MUTANTS_BIN, dir, 2, 8);
+  const std::vector<ChildExit> exits = run_dp(DTLAB_PROGRAM("dp-mutants"), dir, 2, 8);
   ::unsetenv("DTLAB_MUTANT");
   for (int r = 0; r < 2; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -155,7 +155,7 @@ TEST(Dp, UnevenPartsStopEveryRankAtOnceNamingEachRanksSteps) {
 TEST(Dp, ATrainOrderOutsideTheDataSetNamesTheFileAndTheEntry) {
   const fs::path dir = dtlab::test::fresh_temp_dir("dp-order");
   dtlab::io::write_json_file(dir / "order.json", nlohmann::json::array({0, 5, kTrain}));
-  std::vector<std::string> args = common_flags(DTLAB_GPT2_BIN, dir / "out");
+  std::vector<std::string> args = common_flags(DTLAB_PROGRAM("dtlab-gpt2"), dir / "out");
   args.insert(args.end(), {"--train_order", (dir / "order.json").string()});
   const ProcessResult r = run_process(args, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -42,7 +42,7 @@ class Faults : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = dtlab::test::fresh_temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    const ProcessResult r = run_process({DTLAB_FIXTURES_BIN, "--out", (dir_ / "fx").string()}, 60);
+    const ProcessResult r = run_process({DTLAB_PROGRAM("dtlab-fixtures"), "--out", (dir_ / "fx").string()}, 60);
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
@@ -128,7 +128,7 @@ TEST_P(KilledRank, StopsTheOthersWithinTheTimeout) {
   std::vector<std::unique_ptr<Child>> ranks;
   for (int r = 0; r < 3; ++r) {
     ranks.push_back(std::make_unique<Child>(
-        flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, r, {"--timeout", "10"}), log("rank" + std::to_string(r))));
+        flags(DTLAB_PROGRAM("task2b-solution"), port, 3, r, {"--timeout", "10"}), log("rank" + std::to_string(r))));
   }
   // Training has begun when rank 0 prints the loss of the first step.
   const bool started = ranks[0]->wait_for_output("step=1 ", steady_clock::now() + std::chrono::seconds(300));
@@ -151,7 +151,7 @@ TEST_F(Faults, HungRankStopsTheOthersAfterTheTimeout) {
   std::vector<std::unique_ptr<Child>> ranks;
   for (int r = 0; r < 3; ++r) {
     ranks.push_back(std::make_unique<Child>(
-        flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, r, {"--timeout", "10"}), log("rank" + std::to_string(r))));
+        flags(DTLAB_PROGRAM("task2b-solution"), port, 3, r, {"--timeout", "10"}), log("rank" + std::to_string(r))));
   }
   const bool started = ranks[0]->wait_for_output("step=1 ", steady_clock::now() + std::chrono::seconds(300));
   ASSERT_TRUE(started) << "rank 0 never printed its first step:\n" << ranks[0]->output();
@@ -189,9 +189,9 @@ TEST_F(Faults, WrongWorldSizeNamesTheRankThatNeverArrived) {
   const int port = dtlab::test::free_port();
   const auto start = steady_clock::now();
   std::vector<std::unique_ptr<Child>> ranks;
-  ranks.push_back(std::make_unique<Child>(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, 0, {"--timeout", "5"}), log("rank0")));
+  ranks.push_back(std::make_unique<Child>(flags(DTLAB_PROGRAM("task2b-solution"), port, 3, 0, {"--timeout", "5"}), log("rank0")));
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>(kStagger * 1000)));
-  ranks.push_back(std::make_unique<Child>(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, 1, {"--timeout", "5"}), log("rank1")));
+  ranks.push_back(std::make_unique<Child>(flags(DTLAB_PROGRAM("task2b-solution"), port, 3, 1, {"--timeout", "5"}), log("rank1")));
   const auto deadline = start + std::chrono::milliseconds(static_cast<long>((kStagger + kTimeout + kMarginSeconds) * 1000));
   std::vector<ChildExit> exits;
   for (auto& r : ranks) exits.push_back(r->wait_until(deadline));
@@ -222,8 +222,8 @@ TEST_F(Faults, WrongWorldSizeNamesTheRankThatNeverArrived) {
 TEST_F(Faults, DisagreeingWorldSizesAreNamedOnBothSides) {
   constexpr double kTimeout = 5;
   const int port = dtlab::test::free_port();
-  Child three(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, 0, {"--timeout", "5"}), log("rank0"));
-  Child two(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 2, 1, {"--timeout", "5"}), log("rank1"));
+  Child three(flags(DTLAB_PROGRAM("task2b-solution"), port, 3, 0, {"--timeout", "5"}), log("rank0"));
+  Child two(flags(DTLAB_PROGRAM("task2b-solution"), port, 2, 1, {"--timeout", "5"}), log("rank1"));
   const auto deadline = steady_clock::now() + std::chrono::seconds(static_cast<long>(kTimeout + kMarginSeconds));
   const ChildExit e1 = two.wait_until(deadline);
   const ChildExit e0 = three.wait_until(deadline);
@@ -256,8 +256,8 @@ bool accepts_connections(int port) {
 TEST_F(Faults, StoppedMasterIsReportedWithinTheTimeout) {
   constexpr double kTimeout = 6, kBeforeStop = 2.5, kAnswerSeconds = 5;  // probe_store's and kStoreAnswer's bounds
   const int port = dtlab::test::free_port();
-  Child master(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, 0, {"--timeout", "6"}), log("rank0"));
-  Child waiting(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 3, 1, {"--timeout", "6"}), log("rank1"));
+  Child master(flags(DTLAB_PROGRAM("task2b-solution"), port, 3, 0, {"--timeout", "6"}), log("rank0"));
+  Child waiting(flags(DTLAB_PROGRAM("task2b-solution"), port, 3, 1, {"--timeout", "6"}), log("rank1"));
   // Stopped once it serves the rendezvous (its store accepts) and rank 1 has had time to join:
   // a fixed wait stopped it before it listened where starting takes longer (ThreadSanitizer).
   const auto serving_by = steady_clock::now() + std::chrono::milliseconds(static_cast<long>(
@@ -284,7 +284,7 @@ TEST_F(Faults, StoppedMasterIsReportedWithinTheTimeout) {
 TEST_F(Faults, MasterPortInUseIsReportedAtOnce) {
   const dtlab::test::ListeningSocket occupied;  // a port on 127.0.0.1, held until the test ends
   const auto start = steady_clock::now();
-  const ProcessResult r = run_process(flags(DTLAB_TASK2B_SOLUTION_BIN, occupied.port(), 2, 0, {"--timeout", "30"}),
+  const ProcessResult r = run_process(flags(DTLAB_PROGRAM("task2b-solution"), occupied.port(), 2, 0, {"--timeout", "30"}),
                                       kMarginSeconds);
   const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
   EXPECT_FALSE(r.timed_out) << r.output;
@@ -301,7 +301,7 @@ TEST_F(Faults, PortHeldByAnotherProgramIsReportedByTheOtherRanksWithinSeconds) {
   constexpr double kProbeSeconds = 5;  // probe_store's limit in dist/rendezvous.cpp
   const dtlab::test::ListeningSocket occupied;
   const auto start = steady_clock::now();
-  const ProcessResult r = run_process(flags(DTLAB_TASK2B_SOLUTION_BIN, occupied.port(), 2, 1, {"--timeout", "60"}),
+  const ProcessResult r = run_process(flags(DTLAB_PROGRAM("task2b-solution"), occupied.port(), 2, 1, {"--timeout", "60"}),
                                       kProbeSeconds + kMarginSeconds);
   const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
   EXPECT_FALSE(r.timed_out) << r.output;
@@ -321,7 +321,7 @@ TEST_F(Faults, UnreachableMasterIsReportedAfterTheTimeout) {
   const int port = dtlab::test::free_port();  // nobody listens here
   const auto start = steady_clock::now();
   const ProcessResult r =
-      run_process(flags(DTLAB_TASK2B_SOLUTION_BIN, port, 2, 1, {"--timeout", "3"}), kTimeout + kMarginSeconds);
+      run_process(flags(DTLAB_PROGRAM("task2b-solution"), port, 2, 1, {"--timeout", "3"}), kTimeout + kMarginSeconds);
   const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_LT(elapsed, kTimeout + kMarginSeconds);
@@ -333,7 +333,7 @@ TEST_F(Faults, UnreachableMasterIsReportedAfterTheTimeout) {
 
 // A rank outside 0..world_size-1 is a usage error, found before any waiting for other ranks.
 TEST_F(Faults, RankOutsideTheWorldIsAOneLineUsageError) {
-  for (const char* binary : {DTLAB_TASK2A_SOLUTION_BIN, DTLAB_TASK2B_SOLUTION_BIN, DTLAB_TASK3_SOLUTION_BIN}) {
+  for (const char* binary : {DTLAB_PROGRAM("task2a-solution"), DTLAB_PROGRAM("task2b-solution"), DTLAB_PROGRAM("task3-solution")}) {
     SCOPED_TRACE(binary);
     const auto start = steady_clock::now();
     const ProcessResult r =
@@ -358,7 +358,7 @@ TEST_F(Faults, NcclWithoutAGpuIsAOneLineUsageErrorAtOnceInEveryExercise) {
 #ifdef USE_C10D_NCCL
   if (dtlab::why_no_cuda(dtlab::cuda_availability()).empty()) GTEST_SKIP() << "this machine has a GPU: see ctest -L gpu";
 #endif
-  for (const char* binary : {DTLAB_TASK2A_SOLUTION_BIN, DTLAB_TASK2B_SOLUTION_BIN, DTLAB_TASK3_SOLUTION_BIN}) {
+  for (const char* binary : {DTLAB_PROGRAM("task2a-solution"), DTLAB_PROGRAM("task2b-solution"), DTLAB_PROGRAM("task3-solution")}) {
     const auto start = steady_clock::now();
     const ProcessResult r = run_process(
         flags(binary, dtlab::test::free_port(), 2, 0, {"--backend", "nccl", "--timeout", "30"}), 30 + kMarginSeconds);
@@ -380,7 +380,7 @@ TEST_F(Faults, NcclWithoutAGpuIsAOneLineUsageErrorAtOnceInEveryExercise) {
 TEST_F(Faults, UnknownBackendIsAOneLineUsageError) {
   const auto start = steady_clock::now();
   const ProcessResult r = run_process(
-      flags(DTLAB_TASK3_SOLUTION_BIN, dtlab::test::free_port(), 2, 0, {"--backend", "mpi", "--timeout", "30"}),
+      flags(DTLAB_PROGRAM("task3-solution"), dtlab::test::free_port(), 2, 0, {"--backend", "mpi", "--timeout", "30"}),
       kMarginSeconds);
   const double elapsed = std::chrono::duration<double>(steady_clock::now() - start).count();
   EXPECT_LT(elapsed, kMarginSeconds) << r.output;

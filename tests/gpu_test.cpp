@@ -141,7 +141,7 @@ TEST(GpuNccl, AnAsyncOperationOnACpuTensorIsAnErrorNamingTheGroupsDevice) {
 const fs::path& fixtures() {
   static const fs::path dir = [] {
     const fs::path d = dtlab::test::fresh_temp_dir("gpu-fixtures");
-    const ProcessResult r = run_process({DTLAB_FIXTURES_BIN, "--out", (d / "fx").string()}, 120);
+    const ProcessResult r = run_process({DTLAB_PROGRAM("dtlab-fixtures"), "--out", (d / "fx").string()}, 120);
     if (r.exit_code != 0) throw std::runtime_error(r.output);
     dtlab::tooling::Gpt2FixtureOptions g = dtlab::test::small_gpt2();
     g.n_layer = 2;
@@ -186,9 +186,9 @@ void expect_same_losses(const std::string& binary, bool gpt2) {
   }
 }
 
-TEST(GpuExercises, Task2bWithNcclGivesGloosLosses) { expect_same_losses(DTLAB_TASK2B_SOLUTION_BIN, false); }
-TEST(GpuExercises, Task3WithNcclGivesGloosLosses) { expect_same_losses(DTLAB_TASK3_SOLUTION_BIN, false); }
-TEST(GpuExercises, DpWithNcclGivesGloosLosses) { expect_same_losses(DTLAB_DP_SOLUTION_BIN, true); }
+TEST(GpuExercises, Task2bWithNcclGivesGloosLosses) { expect_same_losses(DTLAB_PROGRAM("task2b-solution"), false); }
+TEST(GpuExercises, Task3WithNcclGivesGloosLosses) { expect_same_losses(DTLAB_PROGRAM("task3-solution"), false); }
+TEST(GpuExercises, DpWithNcclGivesGloosLosses) { expect_same_losses(DTLAB_PROGRAM("dp-solution"), true); }
 
 // ---- GPT-2's pipeline on GPUs: the logits and every gradient of one device -------------------
 

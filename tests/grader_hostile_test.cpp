@@ -144,8 +144,8 @@ Graded grade(const fs::path& dir, const Attack& a, const std::string& sandbox, c
   ::setenv("DTLAB_ATTACK_ADDRESSES", listener.addresses().c_str(), 1);
   const auto start = std::chrono::steady_clock::now();
   Graded g;
-  g.process = dtlab::run_process({DTLAB_GRADER_BIN, "check", "task2b", "--only", a.check, "--use-binary",
-                                  std::string("task2b=") + DTLAB_TASK2B_MUTANTS_BIN, "--results", results.string(),
+  g.process = dtlab::run_process({DTLAB_PROGRAM("grader"), "check", "task2b", "--only", a.check, "--use-binary",
+                                  std::string("task2b=") + DTLAB_PROGRAM("task2b-mutants"), "--results", results.string(),
                                   "--timeout", "5", "--threads", "1", "--sandbox", sandbox},
                                  a.max_seconds + 60);
   g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -84,9 +84,9 @@ const std::vector<Mutant> kPpMutants = {
 };
 
 std::string mutants_binary(const std::string& exercise) {
-  if (exercise == "pipeline") return DTLAB_PIPELINE_MUTANTS_BIN;
-  if (exercise == "pp") return DTLAB_PP_MUTANTS_BIN;
-  return exercise == "dp" ? DTLAB_DP_MUTANTS_BIN : DTLAB_TASK2B_MUTANTS_BIN;
+  if (exercise == "pipeline") return DTLAB_PROGRAM("pipeline-mutants");
+  if (exercise == "pp") return DTLAB_PROGRAM("pp-mutants");
+  return exercise == "dp" ? DTLAB_PROGRAM("dp-mutants") : DTLAB_PROGRAM("task2b-mutants");
 }
 
 void PrintTo(const Mutant& m, std::ostream* os) { *os << m.exercise << " " << m.name << " caught by " << m.check; }
@@ -99,7 +99,7 @@ TEST_P(GraderMutants, FailTheCheckThatShouldCatchThem) {
   ::setenv("DTLAB_MUTANT", m.name.c_str(), 1);  // the grader's ranks inherit it
   const auto start = std::chrono::steady_clock::now();
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_GRADER_BIN, "check", m.exercise, "--only", m.check, "--use-binary",
+      {DTLAB_PROGRAM("grader"), "check", m.exercise, "--only", m.check, "--use-binary",
        m.exercise + "=" + mutants_binary(m.exercise), "--results", dir.string(), "--timeout",
        std::to_string(kTimeout), "--threads", "1"},
       m.max_seconds + 60);
@@ -125,7 +125,7 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
                                          std::pair{std::string("pp"), "schedules,memory,overlap,gradients"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
-        {DTLAB_GRADER_BIN, "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
+        {DTLAB_PROGRAM("grader"), "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
          "--results", dir.string(), "--threads", "1"},
         300);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -189,7 +189,7 @@ TEST_P(FairGrading, EachCheckEndsAsTheBugImplies) {
   std::string checks;
   for (const auto& [check, outcome] : c.outcome) checks += (checks.empty() ? "" : ",") + check;
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_GRADER_BIN, "check", c.exercise, "--only", checks, "--use-binary",
+      {DTLAB_PROGRAM("grader"), "check", c.exercise, "--only", checks, "--use-binary",
        c.exercise + "=" + mutants_binary(c.exercise), "--results", dir.string(), "--timeout",
        std::to_string(kTimeout), "--threads", "1"},
       300);

@@ -27,7 +27,7 @@ namespace {
 const std::vector<std::string> kQuick = {"--timing-iterations", "4", "--timeout", "20", "--threads", "1"};
 
 ProcessResult grade(std::vector<std::string> args, double timeout = 600) {
-  args.insert(args.begin(), DTLAB_GRADER_BIN);
+  args.insert(args.begin(), DTLAB_PROGRAM("grader"));
   return run_process(args, timeout);
 }
 

@@ -572,7 +572,7 @@ TEST(Gpt2Fixture, TokenizerAndModelAgreeAndFollowTheSeed) {
 TEST(Gpt2Fixture, DtlabFixturesWritesGpt2TinyFromItsTrainingPairs) {
   const fs::path out = dtlab::test::fresh_temp_dir("lm-fixtures-bin");
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_FIXTURES_BIN, "--out", out.string(), "--train_examples", "8", "--dev_examples", "4",
+      {DTLAB_PROGRAM("dtlab-fixtures"), "--out", out.string(), "--train_examples", "8", "--dev_examples", "4",
        "--translation_sizes", "60", "10", "10"},
       120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -592,7 +592,7 @@ TEST(Gpt2Fixture, DtlabFixturesWritesGpt2TinyFromItsTrainingPairs) {
 TEST(DtlabGpt2, TrainsRecordsAndSavesAFolderThatReloads) {
   const fs::path out = dtlab::test::fresh_temp_dir("lm-run");
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_GPT2_BIN, "--model_name_or_path", model_dir().string(), "--data_dir", data_dir().string(),
+      {DTLAB_PROGRAM("dtlab-gpt2"), "--model_name_or_path", model_dir().string(), "--data_dir", data_dir().string(),
        "--output_dir", out.string(), "--overwrite_output_dir", "--num_epochs", "2", "--batch_size", "16",
        "--learning_rate", "3e-3", "--max_length", "96", "--max_new_tokens", "16", "--threads", "1",
        "--samples", "2"},
@@ -646,7 +646,7 @@ TEST(DtlabGpt2, RefusesAnOutputDirThatIsNotEmpty) {
   const fs::path out = dtlab::test::fresh_temp_dir("lm-full-out");
   dtlab::io::write_file_atomically(out / "keep.txt", "x");
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_GPT2_BIN, "--model_name_or_path", model_dir().string(), "--data_dir", data_dir().string(),
+      {DTLAB_PROGRAM("dtlab-gpt2"), "--model_name_or_path", model_dir().string(), "--data_dir", data_dir().string(),
        "--output_dir", out.string()},
       60);
   EXPECT_EQ(r.exit_code, dtlab::kExitUsage) << r.output;
@@ -655,7 +655,7 @@ TEST(DtlabGpt2, RefusesAnOutputDirThatIsNotEmpty) {
 
 TEST(DtlabGpt2, AFlagErrorIsOneLineNamingTheFlag) {
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_GPT2_BIN, "--model_name_or_path", model_dir().string(), "--data_dir", data_dir().string(),
+      {DTLAB_PROGRAM("dtlab-gpt2"), "--model_name_or_path", model_dir().string(), "--data_dir", data_dir().string(),
        "--output_dir", "unused", "--max_length", "1"},
       60);
   EXPECT_EQ(r.exit_code, dtlab::kExitUsage) << r.output;

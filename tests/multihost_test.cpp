@@ -82,7 +82,7 @@ class MultiHost : public ::testing::Test {
     const ProcessResult down = run_process({kScript, "down", "--prefix", kPrefix}, 120);
     ASSERT_EQ(down.exit_code, 0) << down.output;
     dir_ = dtlab::test::fresh_temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    const ProcessResult r = run_process({DTLAB_FIXTURES_BIN, "--out", (dir_ / "fx").string()}, 60);
+    const ProcessResult r = run_process({DTLAB_PROGRAM("dtlab-fixtures"), "--out", (dir_ / "fx").string()}, 60);
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
@@ -104,7 +104,7 @@ class MultiHost : public ::testing::Test {
 
   std::vector<double> task1_losses() {
     const fs::path out = dir_ / "task1";
-    std::vector<std::string> args = flags(DTLAB_TASK1_SOLUTION_BIN, out.string());
+    std::vector<std::string> args = flags(DTLAB_PROGRAM("task1-solution"), out.string());
     args.insert(args.end(), {"--per_gpu_train_batch_size", "32"});
     const ProcessResult r = run_process(args, 600);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -193,8 +193,8 @@ class MultiHost : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(MultiHost, Task2aOnFourHostsMatchesTask1) { expect_matches_task1(DTLAB_TASK2A_SOLUTION_BIN); }
-TEST_F(MultiHost, Task2bOnFourHostsMatchesTask1) { expect_matches_task1(DTLAB_TASK2B_SOLUTION_BIN); }
-TEST_F(MultiHost, Task3OnFourHostsMatchesTask1) { expect_matches_task1(DTLAB_TASK3_SOLUTION_BIN); }
+TEST_F(MultiHost, Task2aOnFourHostsMatchesTask1) { expect_matches_task1(DTLAB_PROGRAM("task2a-solution")); }
+TEST_F(MultiHost, Task2bOnFourHostsMatchesTask1) { expect_matches_task1(DTLAB_PROGRAM("task2b-solution")); }
+TEST_F(MultiHost, Task3OnFourHostsMatchesTask1) { expect_matches_task1(DTLAB_PROGRAM("task3-solution")); }
 
 }  // namespace

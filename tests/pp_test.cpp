@@ -94,7 +94,7 @@ const PpRun& one_process(int batch) {
   static std::map<int, PpRun> runs;
   auto it = runs.find(batch);
   if (it == runs.end()) {
-    it = runs.emplace(batch, run_pp(DTLAB_PP_SOLUTION_BIN, "one-" + std::to_string(batch), 1,
+    it = runs.emplace(batch, run_pp(DTLAB_PROGRAM("pp-solution"), "one-" + std::to_string(batch), 1,
                                     {"--stages", "1", "--micro_batches", "1", "--batch_size", std::to_string(batch)}))
              .first;
   }
@@ -104,7 +104,7 @@ const PpRun& one_process(int batch) {
 TEST(StageRanks, GPipeAndOneFOneBOnThreeRanksEqualOneProcessAndStoreWhatTheirScheduleImplies) {
   const PpRun& one = one_process(7);
   ASSERT_TRUE(one.ok()) << dtlab::test::describe_ranks(one.exits);
-  const PpRun gpipe = run_pp(DTLAB_PP_SOLUTION_BIN, "gpipe", 3,
+  const PpRun gpipe = run_pp(DTLAB_PROGRAM("pp-solution"), "gpipe", 3,
                              {"--stages", "3", "--micro_batches", "5", "--schedule", "gpipe", "--batch_size", "7"});
   ASSERT_TRUE(gpipe.ok()) << dtlab::test::describe_ranks(gpipe.exits);
   expect_same_losses(gpipe, one, "GPipe, 3 stages x 5 micro-batches of a batch of 7");
@@ -114,7 +114,7 @@ TEST(StageRanks, GPipeAndOneFOneBOnThreeRanksEqualOneProcessAndStoreWhatTheirSch
   EXPECT_EQ(gpipe.results.at("config").at("global_train_batch_size"), 7);
   EXPECT_NE(gpipe.exits[0].output.find("batch 7 x 1 pipeline = 7,"), std::string::npos) << gpipe.exits[0].output;
 
-  const PpRun ofob = run_pp(DTLAB_PP_SOLUTION_BIN, "1f1b", 3,
+  const PpRun ofob = run_pp(DTLAB_PROGRAM("pp-solution"), "1f1b", 3,
                             {"--stages", "3", "--micro_batches", "7", "--schedule", "1f1b", "--batch_size", "7"});
   ASSERT_TRUE(ofob.ok()) << dtlab::test::describe_ranks(ofob.exits);
   expect_same_losses(ofob, one, "1F1B, 3 stages x 7 micro-batches of one row");
@@ -133,7 +133,7 @@ TEST(StageRanks, GPipeAndOneFOneBOnThreeRanksEqualOneProcessAndStoreWhatTheirSch
 TEST(StageRanks, RankZeroSavesTheWholeTrainedModel) {
   const PpRun& one = one_process(7);
   ASSERT_TRUE(one.ok()) << dtlab::test::describe_ranks(one.exits);
-  const PpRun three = run_pp(DTLAB_PP_SOLUTION_BIN, "saved", 3,
+  const PpRun three = run_pp(DTLAB_PROGRAM("pp-solution"), "saved", 3,
                              {"--stages", "3", "--micro_batches", "2", "--schedule", "1f1b", "--batch_size", "7"});
   ASSERT_TRUE(three.ok()) << dtlab::test::describe_ranks(three.exits);
   const dtlab::io::TensorMap want = dtlab::io::load_safetensors(one.out / "model.safetensors");
@@ -156,7 +156,7 @@ TEST(StageRanks, RankZeroSavesTheWholeTrainedModel) {
 TEST(StageRanks, TwoPipelinesOfTwoStagesEqualOneProcessOnTheGlobalBatch) {
   const PpRun& one = one_process(14);
   ASSERT_TRUE(one.ok()) << dtlab::test::describe_ranks(one.exits);
-  const PpRun grid = run_pp(DTLAB_PP_SOLUTION_BIN, "dp-pp", 4,
+  const PpRun grid = run_pp(DTLAB_PROGRAM("pp-solution"), "dp-pp", 4,
                             {"--stages", "2", "--micro_batches", "3", "--schedule", "1f1b", "--global_batch_size", "14"});
   ASSERT_TRUE(grid.ok()) << dtlab::test::describe_ranks(grid.exits);
   expect_same_losses(grid, one, "2 pipelines x 2 stages, 1F1B, 3 micro-batches of 7 rows");
@@ -169,7 +169,7 @@ TEST(StageRanks, TwoPipelinesOfTwoStagesEqualOneProcessOnTheGlobalBatch) {
 }
 
 TEST(StageRanks, AWorldThatIsNotAMultipleOfTheStagesIsAnErrorNamingTheFlag) {
-  const PpRun r = run_pp(DTLAB_PP_SOLUTION_BIN, "bad-world", 3, {"--stages", "2"});
+  const PpRun r = run_pp(DTLAB_PROGRAM("pp-solution"), "bad-world", 3, {"--stages", "2"});
   for (const ChildExit& e : r.exits) {
     EXPECT_EQ(e.exit_code, 2) << e.describe();
     EXPECT_NE(e.output.find("--stages 2 does not divide the world size 3"), std::string::npos) << e.output;
@@ -177,7 +177,7 @@ TEST(StageRanks, AWorldThatIsNotAMultipleOfTheStagesIsAnErrorNamingTheFlag) {
 }
 
 TEST(StageRanks, TheSkeletonStopsAtItsFirstTodo) {
-  const PpRun r = run_pp(DTLAB_PP_BIN, "skeleton", 2, {"--stages", "2"});
+  const PpRun r = run_pp(DTLAB_PROGRAM("pp"), "skeleton", 2, {"--stages", "2"});
   for (const ChildExit& e : r.exits) {
     EXPECT_EQ(e.exit_code, 3) << e.describe();
     EXPECT_NE(e.output.find("TODO(pp)"), std::string::npos) << e.output;
@@ -188,7 +188,7 @@ TEST(StageRanks, TheSkeletonStopsAtItsFirstTodo) {
 // stage 1 sends gradient 0, each before it receives. Both wait; the timeout names them.
 TEST(StageRanks, BlockingSendsDeadlockOneFOneBAndTheTimeoutNamesBothRanks) {
   ::setenv("DTLAB_MUTANT", "blocking_send", 1);
-  const PpRun r = run_pp(DTLAB_PP_MUTANTS_BIN, "blocking", 2, {"--stages", "2", "--micro_batches", "4"}, 3);
+  const PpRun r = run_pp(DTLAB_PROGRAM("pp-mutants"), "blocking", 2, {"--stages", "2", "--micro_batches", "4"}, 3);
   ::unsetenv("DTLAB_MUTANT");
   for (int rank = 0; rank < 2; ++rank) {
     const ChildExit& e = r.exits[static_cast<size_t>(rank)];
@@ -204,7 +204,7 @@ TEST(StageRanks, BlockingSendsDeadlockOneFOneBAndTheTimeoutNamesBothRanks) {
 // the lists before the first send and stops every rank with the simulator's words.
 TEST(StageRanks, ADeadlockingScheduleStopsEveryRankBeforeTheFirstSendNamingWhoWaits) {
   ::setenv("DTLAB_MUTANT", "warmup_grows", 1);
-  const PpRun r = run_pp(DTLAB_PP_MUTANTS_BIN, "grows", 2, {"--stages", "2", "--micro_batches", "4"});
+  const PpRun r = run_pp(DTLAB_PROGRAM("pp-mutants"), "grows", 2, {"--stages", "2", "--micro_batches", "4"});
   ::unsetenv("DTLAB_MUTANT");
   for (const ChildExit& e : r.exits) {
     EXPECT_EQ(e.exit_code, 2) << e.describe();
@@ -218,7 +218,7 @@ TEST(StageRanks, ADeadlockingScheduleStopsEveryRankBeforeTheFirstSendNamingWhoWa
 // within the timeout and name it, with its last operation (Note [Who stopped]).
 TEST(StageRanks, AKilledStageIsNamedByTheRanksWaitingForIt) {
   ::setenv("DTLAB_MUTANT", "stage_1_killed", 1);
-  const PpRun r = run_pp(DTLAB_PP_MUTANTS_BIN, "killed", 3, {"--stages", "3", "--micro_batches", "4"}, 5);
+  const PpRun r = run_pp(DTLAB_PROGRAM("pp-mutants"), "killed", 3, {"--stages", "3", "--micro_batches", "4"}, 5);
   ::unsetenv("DTLAB_MUTANT");
   EXPECT_EQ(r.exits[1].signal, SIGKILL) << r.exits[1].describe();
   for (int rank : {0, 2}) {

@@ -155,10 +155,10 @@ TEST(CountExerciseRegions, CountsWellFormedBeginMarkers) {
 // tasks/ is generated from solutions/
 
 TEST(SkeletonSync, EveryTaskFileEqualsTheSkeletonOfItsSolution) {
-  if (!fs::is_directory(DTLAB_SOURCE_DIR "/solutions")) {
+  if (!fs::is_directory(fs::path(DTLAB_SOURCE_DIR) / "solutions")) {
     GTEST_SKIP() << "a student release has no solutions/ to compare tasks/ with";
   }
-  const auto plan = dtlab::plan_skeletons(DTLAB_SOURCE_DIR "/solutions", DTLAB_SOURCE_DIR "/tasks");
+  const auto plan = dtlab::plan_skeletons(fs::path(DTLAB_SOURCE_DIR) / "solutions", fs::path(DTLAB_SOURCE_DIR) / "tasks");
   EXPECT_FALSE(plan.empty());
   for (const dtlab::SkeletonFile& f : plan) {
     ASSERT_TRUE(fs::exists(f.task))
@@ -169,10 +169,10 @@ TEST(SkeletonSync, EveryTaskFileEqualsTheSkeletonOfItsSolution) {
 }
 
 TEST(SkeletonSync, EveryTaskSourceHasASolutionTwin) {
-  if (!fs::is_directory(DTLAB_SOURCE_DIR "/solutions")) {
+  if (!fs::is_directory(fs::path(DTLAB_SOURCE_DIR) / "solutions")) {
     GTEST_SKIP() << "a student release has no solutions/ to compare tasks/ with";
   }
-  const fs::path tasks = DTLAB_SOURCE_DIR "/tasks", solutions = DTLAB_SOURCE_DIR "/solutions";
+  const fs::path tasks = fs::path(DTLAB_SOURCE_DIR) / "tasks", solutions = fs::path(DTLAB_SOURCE_DIR) / "solutions";
   int seen = 0;
   for (const auto& entry : fs::recursive_directory_iterator(tasks)) {
     if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
@@ -185,11 +185,11 @@ TEST(SkeletonSync, EveryTaskSourceHasASolutionTwin) {
 }
 
 TEST(SkeletonSync, EverySolutionFileHasAnExerciseRegion) {
-  if (!fs::is_directory(DTLAB_SOURCE_DIR "/solutions")) {
+  if (!fs::is_directory(fs::path(DTLAB_SOURCE_DIR) / "solutions")) {
     GTEST_SKIP() << "a student release has no solutions/ to compare tasks/ with";
   }
   for (const dtlab::SkeletonFile& f :
-       dtlab::plan_skeletons(DTLAB_SOURCE_DIR "/solutions", DTLAB_SOURCE_DIR "/tasks")) {
+       dtlab::plan_skeletons(fs::path(DTLAB_SOURCE_DIR) / "solutions", fs::path(DTLAB_SOURCE_DIR) / "tasks")) {
     EXPECT_GE(dtlab::count_exercise_regions(dtlab::io::read_file(f.solution)), 1)
         << f.solution << " has no // BEGIN TODO(<exercise>): region";
   }

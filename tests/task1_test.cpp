@@ -22,7 +22,7 @@ class Task1 : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = dtlab::test::fresh_temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    const ProcessResult r = run_process({DTLAB_FIXTURES_BIN, "--out", (dir_ / "fx").string()}, 60);
+    const ProcessResult r = run_process({DTLAB_PROGRAM("dtlab-fixtures"), "--out", (dir_ / "fx").string()}, 60);
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
@@ -60,7 +60,7 @@ constexpr double kMinDevAccuracy = 0.80;
 
 TEST_F(Task1, SolutionLowersTheLossAndLearnsTheFixture) {
   const fs::path out = dir_ / "out";
-  const ProcessResult r = run_process(flags(DTLAB_TASK1_SOLUTION_BIN, out), kRunTimeoutSeconds);
+  const ProcessResult r = run_process(flags(DTLAB_PROGRAM("task1-solution"), out), kRunTimeoutSeconds);
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   // The first five minibatch losses are printed, then one line per epoch with its accuracy.
@@ -87,7 +87,7 @@ TEST_F(Task1, SolutionLowersTheLossAndLearnsTheFixture) {
 
   // The saved model is a Hugging Face folder that evaluates to the same accuracy.
   const fs::path again = dir_ / "eval";
-  std::vector<std::string> eval = {DTLAB_TASK1_SOLUTION_BIN, "--model_name_or_path", out.string(),
+  std::vector<std::string> eval = {DTLAB_PROGRAM("task1-solution"), "--model_name_or_path", out.string(),
                                    "--data_dir", (dir_ / "fx/RTE").string(), "--do_eval",
                                    "--max_seq_length", "32", "--output_dir", again.string(),
                                    "--threads", "1"};
@@ -102,7 +102,7 @@ TEST_F(Task1, SameSeedGivesIdenticalLosses) {
   std::vector<double> runs[2];
   for (int i = 0; i < 2; ++i) {
     const fs::path out = dir_ / ("out" + std::to_string(i));
-    const ProcessResult r = run_process(with(flags(DTLAB_TASK1_SOLUTION_BIN, out), {"--max_steps", "6", "--no_save"}),
+    const ProcessResult r = run_process(with(flags(DTLAB_PROGRAM("task1-solution"), out), {"--max_steps", "6", "--no_save"}),
                                         kRunTimeoutSeconds);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     runs[i] = losses(dtlab::io::read_json_file(out / "results.json"));
@@ -112,14 +112,14 @@ TEST_F(Task1, SameSeedGivesIdenticalLosses) {
 }
 
 TEST_F(Task1, SkeletonStopsAtItsFirstTodoWithThatTodosMessage) {
-  const ProcessResult r = run_process(flags(DTLAB_TASK1_BIN, dir_ / "out"), kRunTimeoutSeconds);
+  const ProcessResult r = run_process(flags(DTLAB_PROGRAM("task1"), dir_ / "out"), kRunTimeoutSeconds);
   EXPECT_EQ(r.exit_code, 3) << r.output;  // kExitNotImplemented
   EXPECT_NE(r.output.find("TODO not done: TODO(task1): load the pre-trained model"), std::string::npos)
       << r.output;
 }
 
 TEST_F(Task1, MissingModelFolderIsAOneLineErrorNamingTheFlag) {
-  std::vector<std::string> args = flags(DTLAB_TASK1_SOLUTION_BIN, dir_ / "out");
+  std::vector<std::string> args = flags(DTLAB_PROGRAM("task1-solution"), dir_ / "out");
   args[4] = (dir_ / "no-such-model").string();
   const ProcessResult r = run_process(args, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -130,7 +130,7 @@ TEST_F(Task1, MissingModelFolderIsAOneLineErrorNamingTheFlag) {
 TEST_F(Task1, NonEmptyOutputDirNeedsOverwriteFlag) {
   const fs::path out = dir_ / "out";
   dtlab::io::write_file_atomically(out / "keep.txt", "precious");
-  const ProcessResult r = run_process(flags(DTLAB_TASK1_SOLUTION_BIN, out), 60);
+  const ProcessResult r = run_process(flags(DTLAB_PROGRAM("task1-solution"), out), 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--overwrite_output_dir"), std::string::npos) << r.output;
   EXPECT_EQ(dtlab::io::read_file(out / "keep.txt"), "precious");
@@ -139,13 +139,13 @@ TEST_F(Task1, NonEmptyOutputDirNeedsOverwriteFlag) {
 TEST_F(Task1, MalformedTrainingFileNamesFileAndLine) {
   dtlab::io::write_file_atomically(dir_ / "fx/RTE/train.tsv",
                                    "index\tsentence1\tsentence2\tlabel\n0\ta b.\ta.\tentailment\n1\tonly two\n");
-  const ProcessResult r = run_process(flags(DTLAB_TASK1_SOLUTION_BIN, dir_ / "out"), 60);
+  const ProcessResult r = run_process(flags(DTLAB_PROGRAM("task1-solution"), dir_ / "out"), 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("train.tsv:3: expected 4 tab-separated fields"), std::string::npos) << r.output;
 }
 
 TEST_F(Task1, UnknownFlagIsAUsageError) {
-  const ProcessResult r = run_process(with(flags(DTLAB_TASK1_SOLUTION_BIN, dir_ / "out"), {"--lerning_rate", "1"}), 60);
+  const ProcessResult r = run_process(with(flags(DTLAB_PROGRAM("task1-solution"), dir_ / "out"), {"--lerning_rate", "1"}), 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("lerning_rate"), std::string::npos) << r.output;
 }

@@ -29,14 +29,14 @@ TEST(RingAllreduce, EpochTrafficIsIterationsTimesTheRingCostOfEachAllreduce) {
 // (headers and the rendezvous add a little; nothing else may use lo meanwhile: RUN_SERIAL).
 TEST(Task4, MeasuredLoopbackTrafficMatchesTheRingModel) {
   const fs::path dir = dtlab::test::fresh_temp_dir("task4");
-  ASSERT_EQ(dtlab::run_process({DTLAB_FIXTURES_BIN, "--out", (dir / "fx").string()}, 60).exit_code, 0);
+  ASSERT_EQ(dtlab::run_process({DTLAB_PROGRAM("dtlab-fixtures"), "--out", (dir / "fx").string()}, 60).exit_code, 0);
   const std::string port = std::to_string(dtlab::free_local_port());
   dtlab::ProcessResult results[2];
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
       results[r] = dtlab::run_process(
-          {DTLAB_TASK4_SOLUTION_BIN, "--model_name_or_path", (dir / "fx/bert-tiny").string(),
+          {DTLAB_PROGRAM("task4-solution"), "--model_name_or_path", (dir / "fx/bert-tiny").string(),
            "--data_dir", (dir / "fx/RTE").string(), "--max_seq_length", "32", "--max_steps", "4",
            "--batch_sizes", "32,16", "--threads", "1", "--output_dir", (dir / "out").string(),
            "--master_ip", "127.0.0.1", "--master_port", port, "--world_size", "2",
@@ -61,10 +61,10 @@ TEST(Task4, MeasuredLoopbackTrafficMatchesTheRingModel) {
 
 TEST(Task4, SkeletonStopsAtItsFirstTodo) {
   const fs::path dir = dtlab::test::fresh_temp_dir("task4_skeleton");
-  ASSERT_EQ(dtlab::run_process({DTLAB_FIXTURES_BIN, "--out", (dir / "fx").string(), "--train_examples", "64",
+  ASSERT_EQ(dtlab::run_process({DTLAB_PROGRAM("dtlab-fixtures"), "--out", (dir / "fx").string(), "--train_examples", "64",
                                 "--dev_examples", "8"}, 60).exit_code, 0);
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_TASK4_BIN, "--model_name_or_path", (dir / "fx/bert-tiny").string(), "--data_dir",
+      {DTLAB_PROGRAM("task4"), "--model_name_or_path", (dir / "fx/bert-tiny").string(), "--data_dir",
        (dir / "fx/RTE").string(), "--max_seq_length", "32", "--max_steps", "1", "--batch_sizes", "16",
        "--threads", "1", "--output_dir", (dir / "out").string()},
       300);
@@ -77,7 +77,7 @@ TEST(Task4, SkeletonStopsAtItsFirstTodo) {
 TEST(Task4, GraderGivesTheReferenceFullMarks) {
   const fs::path dir = dtlab::test::fresh_temp_dir("grade-task4");
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_GRADER_BIN, "check", "task4", "--solutions", "--results", dir.string(), "--threads", "1"}, 600);
+      {DTLAB_PROGRAM("grader"), "check", "task4", "--solutions", "--results", dir.string(), "--threads", "1"}, 600);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
   EXPECT_EQ(results.at("tests").size(), 2u);

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include "dtlab/tooling/build_paths.h"  // DTLAB_SOURCE_DIR, DTLAB_BINARY_DIR, DTLAB_PROGRAM
+
 namespace dtlab::test {
 
 // Note [Sanitized tests]: a sanitized build (docs/SANITIZERS.md) runs several times slower, a

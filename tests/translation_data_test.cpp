@@ -355,7 +355,7 @@ TEST(TranslationFixture, CopyingScoresNearZeroAndWordForWordFallsShortOfTheRule)
 TEST(TranslationFixture, DtlabFixturesWritesItWithTheRequestedSizes) {
   const fs::path out = dtlab::test::fresh_temp_dir("translation-fixtures-bin");
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_FIXTURES_BIN, "--out", out.string(), "--train_examples", "8", "--dev_examples", "4",
+      {DTLAB_PROGRAM("dtlab-fixtures"), "--out", out.string(), "--train_examples", "8", "--dev_examples", "4",
        "--translation_sizes", "30", "20", "10"},
       120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -478,7 +478,7 @@ TEST_F(DingFile, TooFewPairsSaysWhatToChange) {
 TEST_F(DingFile, ToolWritesTheThreeSplits) {
   const fs::path out = dir_ / "out";
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_TRANSLATION_DATA_BIN, "--ding", (dir_ / "de-en").string(), "--out", out.string(),
+      {DTLAB_PROGRAM("dtlab-translation-data"), "--ding", (dir_ / "de-en").string(), "--out", out.string(),
        "--train", "3", "--validation", "2", "--test", "1"},
       60);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -491,7 +491,7 @@ TEST_F(DingFile, ToolWritesTheThreeSplits) {
 
 TEST_F(DingFile, ToolWithoutTheDictionarySaysHowToInstallIt) {
   const dtlab::ProcessResult r = dtlab::run_process(
-      {DTLAB_TRANSLATION_DATA_BIN, "--ding", (dir_ / "absent").string(), "--out", (dir_ / "o").string()},
+      {DTLAB_PROGRAM("dtlab-translation-data"), "--ding", (dir_ / "absent").string(), "--out", (dir_ / "o").string()},
       60);
   EXPECT_EQ(r.exit_code, dtlab::kExitUsage) << r.output;
   EXPECT_NE(r.output.find("sudo ./scripts/setup.sh --with-real-text"), std::string::npos) << r.output;

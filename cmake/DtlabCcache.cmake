@@ -1,0 +1,48 @@
+# Note [Compiler cache]
+# ~~~~~~~~~~~~~~~~~~~~~
+# Most of a build here is compiling translation units that include LibTorch (a floor of seconds
+# each on 2 cores, Note [Unity builds]), and CI builds the kit four times from a fresh clone
+# (1.13, 2.x, ASan, and the grader's own submission builds in its tests). ccache (installed by
+# scripts/setup.sh) makes a build that was done before, in this clone or in another one on the same
+# machine, a matter of reading results back:
+#
+#  * one cache for every build folder and every clone: ccache's own folder (~/.cache/ccache unless
+#    CCACHE_DIR or ccache.conf say otherwise), shared by build/, build-pip/, build-asan/ and by a
+#    clone elsewhere;
+#  * paths relative to the checkout (base_dir = the source folder, and the working folder left out
+#    of the hash, hash_dir off): a clone in another folder compiles the same command lines and so
+#    hits. CMake's unity files and its precompiled header include sources by absolute path, which
+#    ccache's preprocessor mode hashes relative to base_dir;
+#  * the precompiled header: ccache caches the .gch itself and the units that -include it, with
+#    the sloppiness its manual asks for (pch_defines, time_macros; include_file_mtime/ctime for
+#    files a fresh clone has just written);
+#  * each build's hit rate: every compile appends to <build>/ccache-stats.log (stats_log), which
+#    scripts/build.sh empties before a build and summarises after it.
+#
+# The settings travel in the environment of cmake/ccache_launcher.sh, never in the user's
+# ccache.conf. DTLAB_CCACHE=OFF (a CMake option, or the environment variable of a build, read by
+# the launcher at each compile) compiles without the cache; the grader's submission builds always
+# do (a student's compile neither reads nor writes the instructor's cache).
+if(DEFINED ENV{DTLAB_CCACHE} AND NOT DEFINED CACHE{DTLAB_CCACHE})
+  set(dtlab_ccache_default "$ENV{DTLAB_CCACHE}")
+else()
+  set(dtlab_ccache_default ON)
+endif()
+option(DTLAB_CCACHE "Compile through ccache (Note [Compiler cache])" ${dtlab_ccache_default})
+
+if(DTLAB_CCACHE)
+  find_program(DTLAB_CCACHE_PROGRAM ccache)
+  if(DTLAB_CCACHE_PROGRAM)
+    set(CMAKE_CXX_COMPILER_LAUNCHER
+        ${PROJECT_SOURCE_DIR}/cmake/ccache_launcher.sh ${DTLAB_CCACHE_PROGRAM} ${PROJECT_SOURCE_DIR}
+        ${PROJECT_BINARY_DIR}/ccache-stats.log)
+    message(STATUS "dtlab: compiler cache: ${DTLAB_CCACHE_PROGRAM} (base ${PROJECT_SOURCE_DIR}; "
+                   "DTLAB_CCACHE=OFF turns it off)")
+  else()
+    message(STATUS "dtlab: compiler cache: no ccache found, every build compiles everything "
+                   "(scripts/setup.sh installs it)")
+  endif()
+else()
+  unset(CMAKE_CXX_COMPILER_LAUNCHER)
+  message(STATUS "dtlab: compiler cache: off (DTLAB_CCACHE=OFF)")
+endif()
