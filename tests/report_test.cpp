@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include "dtlab/core/error.h"
@@ -198,6 +199,83 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
   for (size_t i = 0; i < ref.size(); ++i)
     diff = std::max(diff, std::abs(dp[i]["loss"].get<double>() - ref[i]["loss"].get<double>()));
   EXPECT_TRUE(contains(md, fmt::format("task2b (4 ranks) {:.2g} over {} steps", diff, ref.size()))) << diff;
+  // Figure 1's caption names the tasks it times (Note [What a report shows]).
+  EXPECT_TRUE(contains(md, "the order of task2a, task2b and task3 here is not the assignment's")) << md;
+}
+
+// The sample reduced to what `grader check task2b` leaves: task2b's tests and runs and the
+// reference runs, plus a task3 test that was not submitted.
+fs::path partial_sample(const std::string& name) {
+  const fs::path results = copy_sample(name);
+  json top = dtlab::io::read_json_file(results / "results.json");
+  json tests = json::array();
+  double score = 0, max_score = 0;
+  for (const json& t : top["tests"]) {
+    if (t["extra_data"]["check"].get<std::string>().rfind("task2b/", 0) != 0) continue;
+    tests.push_back(t);
+    score += t["score"].get<double>();
+    max_score += t["max_score"].get<double>();
+  }
+  tests.push_back({{"name", "task3/timing: times the iterations"}, {"score", 0}, {"max_score", 2}, {"status", "failed"},
+                   {"output", "[not submitted] the submission has no /s/task3/ folder"},
+                   {"extra_data", {{"check", "task3/timing"}, {"outcome", "not submitted"}, {"seconds", 0}}}});
+  top["tests"] = tests;
+  top["score"] = score;
+  top["max_score"] = max_score + 2;
+  top["execution_time"] = 165.934566824;
+  dtlab::io::write_json_file(results / "results.json", top);
+  for (const auto& e : fs::directory_iterator(results / "runs")) {
+    const std::string id = e.path().filename().string();
+    if (id.rfind("task2b-", 0) != 0 && id.rfind("reference", 0) != 0) fs::remove_all(e.path());
+  }
+  return results;
+}
+
+// A report says only what was graded, whole: no gap notes for exercises not graded (nor for one
+// not submitted), captions that name the graded tasks, every line of a check's output, the
+// grading time in whole seconds.
+TEST(Report, APartialGradingReportsOnlyWhatWasGraded) {
+  const fs::path results = partial_sample("partial");
+  const ReportSummary s = render(results);
+  EXPECT_TRUE(s.notes.empty()) << joined(s.notes);
+  const std::vector<fs::path> drawn = {results / "report" / "figures" / "timing.svg",
+                                       results / "report" / "figures" / "losses.svg"};
+  EXPECT_EQ(s.figures, drawn);
+  const std::string md = dtlab::io::read_file(s.markdown), html = dtlab::io::read_file(s.html);
+  for (const std::string& doc : {md, html}) {
+    EXPECT_FALSE(contains(doc, "left out")) << doc;
+    EXPECT_FALSE(contains(doc, "Figure 3")) << doc;
+    EXPECT_FALSE(contains(doc, "three")) << doc;
+    EXPECT_TRUE(contains(doc, "times task2b over rate-limited links")) << doc;
+    EXPECT_TRUE(contains(doc, "2026-11-24T07:45:23Z in 166 s")) << doc;
+    EXPECT_FALSE(contains(doc, "165.93")) << doc;
+  }
+  EXPECT_TRUE(contains(md, "- **Exercises:** task2b\n")) << md;
+  EXPECT_TRUE(contains(html, "<dt>Exercises</dt><dd>task2b</dd>")) << html;
+  // The timing check's numbers are on the lines after its first: each is in both tables.
+  const json top = dtlab::io::read_json_file(results / "results.json");
+  for (const json& t : top["tests"]) {
+    if (t["extra_data"]["check"] != "task2b/timing") continue;
+    std::istringstream lines(t["output"].get<std::string>());
+    int n = 0;
+    for (std::string line; std::getline(lines, line); ++n) {
+      if (n == 0) continue;  // "[passed] ...": its brackets are escaped in Markdown
+      EXPECT_TRUE(contains(md, line)) << line;
+      EXPECT_TRUE(contains(html, line)) << line;
+    }
+    EXPECT_EQ(n, 4);
+    EXPECT_TRUE(contains(md, "tokens/s<br>  2 ranks: ")) << md;
+  }
+}
+
+// What was graded and could not be drawn is still said: task2b graded without its timing runs.
+TEST(Report, AGradedExercisesMissingFigureIsStillSaid) {
+  const fs::path results = partial_sample("partial-gap");
+  for (int world : {1, 2, 4}) fs::remove_all(results / "runs" / fmt::format("task2b-timing-w{}", world));
+  const ReportSummary s = render(results);
+  const std::string notes = joined(s.notes);
+  EXPECT_TRUE(std::regex_search(notes, std::regex("Figure 1 .* left out: no finished timing runs"))) << notes;
+  EXPECT_EQ(count(notes, "left out"), 1u) << notes;
 }
 
 TEST(Report, EveryFigureCarriesItsProvenance) {
