@@ -37,7 +37,8 @@ int check_command(const CheckFlags& f) {
     if (!known) throw Error("--only " + id + ": no such check of " + f.which + " (see `grader list`)");
   }
   GradeOptions options;
-  options.results_dir = fs::absolute(f.results);  // runs name files in it from inside their sandbox
+  const fs::path results_root = fs::absolute(f.results);  // runs name files in it from inside their sandbox
+  options.results_dir = f.only.empty() ? results_root : results_root / kPartialFolder;  // Note [Partial gradings]
   options.timing_iterations = f.timing_iterations;
   options.collective_timeout = f.timeout;
   options.run_timeout = f.run_timeout;
@@ -71,8 +72,12 @@ int check_command(const CheckFlags& f) {
   if (!f.submission.empty()) {
     submission = "submission " + fs::absolute(f.submission).string();
     try {
+      // Before the build: a configure that fails must not turn a missing folder into a failed build.
+      for (const auto& [e, why] : missing_exercises(f.submission, exercises)) {
+        setup_failures.emplace(e, Verdict{Status::kNotSubmitted, why});
+      }
       const SubmissionBuild build =
-          build_submission(f.submission, exercises, kSourceDir, kBuildDir, options.sandbox, options.results_dir);
+          build_submission(f.submission, exercises, kSourceDir, kBuildDir, options.sandbox, results_root);
       options.binaries.insert(build.binaries.begin(), build.binaries.end());
       for (const auto& [e, why] : build.failures) setup_failures.emplace(e, Verdict{Status::kBuildFailed, why});
     } catch (const Error& e) {
@@ -118,6 +123,10 @@ int check_command(const CheckFlags& f) {
   }
   fmt::print("\n{}", format_table(outcomes, provenance));
   fmt::print("results: {}\n", results_path.string());
+  if (!f.only.empty() && fs::exists(results_root / "results.json")) {
+    fmt::print("         (--only: a partial grading; {} still holds the last full one)\n",
+               (results_root / "results.json").string());
+  }
   for (const auto& o : outcomes) {
     if (o.verdict.status != Status::kPassed) return 1;
   }

@@ -32,9 +32,15 @@ int main(int argc, char** argv) {
                           "Grade this folder (a student's tree, or a folder with one folder per exercise): built first");
     check_cmd->add_flag("--solutions", cf.solutions, "Grade the reference solutions (T-solution binaries)");
     check_cmd->add_option("--use-binary", cf.use_binaries, "EXERCISE=PATH: grade an already built binary");
-    check_cmd->add_option("--only", cf.only, "Run only these checks (ids from `grader list`, comma-separated)")
+    check_cmd->add_option("--only", cf.only,
+                          fmt::format("Run only these checks (ids from `grader list`, comma-separated): a partial "
+                                      "grading, written to RESULTS/{}/ so that RESULTS/results.json keeps the last "
+                                      "full one", kPartialFolder))
         ->delimiter(',');
-    check_cmd->add_option("--results", cf.results, "Folder for results.json and every run's logs")->capture_default_str();
+    check_cmd->add_option("--results", cf.results,
+                          fmt::format("Folder RESULTS for results.json and every run's logs (with --only: RESULTS/{}/)",
+                                      kPartialFolder))
+        ->capture_default_str();
     check_cmd->add_option("--timing-iterations", cf.timing_iterations,
                           "Iterations of the timing runs (first discarded)")->capture_default_str()->check(CLI::Range(2, 100000));
     check_cmd->add_option("--timeout", cf.timeout, "Seconds a rank waits in a collective (--timeout of the ranks)")

@@ -73,6 +73,7 @@ const char* status_name(Status status) {
     case Status::kError: return "error";
     case Status::kDesync: return "ranks disagree";
     case Status::kBuildFailed: return "build failed";
+    case Status::kNotSubmitted: return "not submitted";
   }
   return "?";
 }

@@ -18,10 +18,11 @@ enum class Status {
   kError,           // a rank stopped with a usage or distributed error (exit code 2 or 4)
   kDesync,          // the ranks called different collectives (exit code 5, --distributed_debug)
   kBuildFailed,     // the submission did not compile
+  kNotSubmitted,    // the submission has no folder for the exercise: nothing was built or run
 };
 
 // "passed", "wrong number", "not implemented", "crash", "hang", "error", "ranks disagree",
-// "build failed".
+// "build failed", "not submitted".
 const char* status_name(Status status);
 
 struct Verdict {

@@ -81,15 +81,25 @@ fs::path submission_tasks_root(const fs::path& submission) {
   return fs::is_directory(submission / "tasks") ? submission / "tasks" : submission;
 }
 
+std::map<std::string, std::string> missing_exercises(const fs::path& submission,
+                                                     const std::vector<std::string>& exercises) {
+  const fs::path root = fs::absolute(submission_tasks_root(submission));
+  std::map<std::string, std::string> missing;
+  for (const auto& e : exercises) {
+    if (!fs::is_directory(root / e)) missing[e] = fmt::format("the submission has no {}/ folder", (root / e).string());
+  }
+  return missing;
+}
+
 SubmissionBuild build_submission(const fs::path& submission, const std::vector<std::string>& exercises,
                                  const fs::path& source_dir, const fs::path& build_dir, const Sandbox& sandbox,
                                  const fs::path& results_dir) {
   const fs::path root = fs::absolute(submission_tasks_root(submission));
   SubmissionBuild build;
+  const std::map<std::string, std::string> missing = missing_exercises(submission, exercises);
   std::vector<std::string> present;
   for (const auto& e : exercises) {
-    if (fs::is_directory(root / e)) present.push_back(e);
-    else build.failures[e] = fmt::format("the submission has no {}/ folder", (root / e).string());
+    if (!missing.count(e)) present.push_back(e);
   }
   if (present.empty()) return build;
   const FolderLock lock(build_dir, /*wait_seconds=*/1800);  // submissions build one at a time

@@ -18,9 +18,16 @@ struct SubmissionBuild {
 };
 
 // The folder whose subfolders are task1/, task2a/, ...: DIR/tasks when it exists, else DIR.
+// Throws dtlab::Error when DIR is not a folder.
 std::filesystem::path submission_tasks_root(const std::filesystem::path& submission);
 
-// The compile runs in the sandbox's compile jail (sandbox.h): it sees the kit's sources and build
+// The exercises whose folder the submission lacks, each with the folder looked for ("the
+// submission has no DIR/task2a/ folder"): not submitted, which is not a failed build.
+std::map<std::string, std::string> missing_exercises(const std::filesystem::path& submission,
+                                                     const std::vector<std::string>& exercises);
+
+// Builds the exercises the submission has (missing_exercises are skipped: neither built nor in
+// failures). The compile runs in the sandbox's compile jail (sandbox.h): it sees the kit's sources and build
 // tree but not solutions/, the grader's mutants, what they built, .git or the results folder.
 SubmissionBuild build_submission(const std::filesystem::path& submission, const std::vector<std::string>& exercises,
                                  const std::filesystem::path& source_dir, const std::filesystem::path& build_dir,

@@ -135,9 +135,9 @@ struct Graded {
 };
 
 Graded grade(const fs::path& dir, const Attack& a, const std::string& sandbox, const Listener& listener) {
-  const fs::path results = dir / "results";
-  const std::string targets =
-      (dir / "secret.txt").string() + ":" + (dir / "sentinel.txt").string() + ":" + (results / "results.json").string();
+  const fs::path results = dir / "results";  // graded with --only: into results/only/
+  const std::string targets = (dir / "secret.txt").string() + ":" + (dir / "sentinel.txt").string() + ":" +
+                              (results / "only" / "results.json").string();
   ::setenv("DTLAB_ATTACK", dir.filename().c_str(), 1);  // the grader's ranks inherit these (DTLAB_*)
   ::setenv("DTLAB_MUTANT", a.mutant.c_str(), 1);
   ::setenv("DTLAB_ATTACK_TARGETS", targets.c_str(), 1);
@@ -150,7 +150,7 @@ Graded grade(const fs::path& dir, const Attack& a, const std::string& sandbox, c
                                  a.max_seconds + 60);
   g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const char* v : {"DTLAB_ATTACK", "DTLAB_MUTANT", "DTLAB_ATTACK_TARGETS", "DTLAB_ATTACK_ADDRESSES"}) ::unsetenv(v);
-  if (fs::exists(results / "results.json")) g.results = dtlab::io::read_json_file(results / "results.json");
+  if (fs::exists(results / "only" / "results.json")) g.results = dtlab::io::read_json_file(results / "only" / "results.json");
   return g;
 }
 
@@ -161,7 +161,7 @@ void expect_contained(const fs::path& dir, const Graded& g, const Listener& list
   EXPECT_FALSE(listener.was_reached()) << "a rank connected to the test's listener";
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(processes_with("DTLAB_ATTACK=" + dir.filename().string()), 0) << "a process of the run outlived the grading";
-  const std::string results_text = read_text(dir / "results" / "results.json");
+  const std::string results_text = read_text(dir / "results" / "only" / "results.json");
   EXPECT_EQ(results_text.find("hacked"), std::string::npos) << results_text;
   uintmax_t total = 0;
   for (const auto& [path, size] : files_under(dir / "results")) {
@@ -209,10 +209,10 @@ TEST_P(HostileSubmissions, EndWithTheirGradeAndLeaveNothingBehind) {
   EXPECT_NE(t.at("output").get<std::string>().find(a.words), std::string::npos) << t.dump(2);
   if (a.mutant == "daemon") {  // later still, the daemon would have rewritten it by now
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    EXPECT_EQ(dtlab::io::read_json_file(dir / "results" / "results.json"), g.results);
+    EXPECT_EQ(dtlab::io::read_json_file(dir / "results" / "only" / "results.json"), g.results);
   }
   if (a.mutant == "flood_output") {  // the log comes back as its last MiB, said to be cut
-    const std::string log = read_text(dir / "results" / "runs" / "task2b-broadcast-w2" / "rank0.log");
+    const std::string log = read_text(dir / "results" / "only" / "runs" / "task2b-broadcast-w2" / "rank0.log");
     EXPECT_LE(log.size(), (1u << 20) + 200);
     EXPECT_EQ(log.rfind("[dtlab sandbox: the first ", 0), 0u);
   }

@@ -108,7 +108,7 @@ TEST_P(GraderMutants, FailTheCheckThatShouldCatchThem) {
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_LT(seconds, m.max_seconds) << r.output;
-  const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "only" / "results.json");  // --only's folder
   ASSERT_EQ(results.at("tests").size(), 1u) << results.dump(2);
   const auto& t = results.at("tests").at(0);
   EXPECT_EQ(t.at("extra_data").at("check"), m.exercise + "/" + m.check);
@@ -196,7 +196,7 @@ TEST_P(FairGrading, EachCheckEndsAsTheBugImplies) {
   ::unsetenv("DTLAB_MUTANT");
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  const nlohmann::json results = dtlab::io::read_json_file(dir / "results.json");
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "only" / "results.json");  // --only's folder
   std::map<std::string, std::string> outcome, output;
   for (const auto& t : results.at("tests")) {
     const std::string check = t.at("extra_data").at("check").get<std::string>().substr(c.exercise.size() + 1);

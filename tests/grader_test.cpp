@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "dtlab/core/device.h"
@@ -129,16 +130,27 @@ TEST(Grader, ReferenceSolutionsScoreFullMarksWithProvenance) {
 // `make demo` grades into out/grade, a folder relative to where the grader starts: its runs read
 // files the grader wrote there (the reference's --train_order) from inside their sandbox, whose
 // working folder is the scratch folder, so the grader names them by absolute paths.
+// Note [Partial gradings] (grader/commands.h): a grading with --only goes to RESULTS/only/ and
+// leaves the last full grading (RESULTS/results.json, RESULTS/runs/) as it was.
 TEST(Grader, ARelativeResultsFolderWorksFromInsideTheSandbox) {
   const fs::path dir = dtlab::test::fresh_temp_dir("grade-relative");
   const fs::path relative = fs::relative(dir, fs::current_path());
   ASSERT_TRUE(relative.is_relative());
+  const std::string full = "{\"score\": 137, \"max_score\": 137, \"tests\": []}\n";  // an earlier full grading
+  dtlab::io::write_file_atomically(dir / "results.json", full);
+  dtlab::io::write_file_atomically(dir / "runs" / "task2b-timing-w4" / "run.json", "{}\n");
   std::vector<std::string> args = {"check", "task2b", "--solutions", "--only", "gradients", "--results", relative.string()};
   args.insert(args.end(), kQuick.begin(), kQuick.end());
   const ProcessResult r = grade(args, 300);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(test_named(dtlab::io::read_json_file(dir / "results.json"), "task2b/gradients").at("status"), "passed")
+  EXPECT_EQ(test_named(dtlab::io::read_json_file(dir / "only" / "results.json"), "task2b/gradients").at("status"),
+            "passed") << r.output;
+  EXPECT_EQ(dtlab::io::read_file(dir / "results.json"), full);
+  EXPECT_TRUE(fs::exists(dir / "runs" / "task2b-timing-w4" / "run.json")) << "the full grading's runs were removed";
+  EXPECT_TRUE(fs::exists(dir / "only" / "runs" / "task2b-losses-w4" / "rank0.log"));
+  EXPECT_NE(r.output.find("results: " + fs::absolute(relative / "only" / "results.json").string()), std::string::npos)
       << r.output;
+  EXPECT_NE(r.output.find("still holds the last full one"), std::string::npos) << r.output;
 }
 
 // dp grades against dtlab-gpt2 on the translation fixture: full marks, and the runs the report
@@ -236,7 +248,8 @@ TEST(Grader, ReleaseHasNoSolutionsAndKeepsEverythingElse) {
 }
 
 // A class's submission is a folder: it is built against this build (only its files compile)
-// and graded; an exercise that does not compile fails its checks with the compiler's words.
+// and graded; an exercise that does not compile fails its checks with the compiler's words, and
+// one whose folder is missing is "not submitted", not a failed build (nothing was compiled).
 TEST(Grader, BuildsAndGradesASubmissionFolder) {
   const fs::path dir = dtlab::test::fresh_temp_dir("grade-submission");
   const fs::path submission = dir / "student" / "tasks";
@@ -249,18 +262,24 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   args.insert(args.end(), kQuick.begin(), kQuick.end());
   const ProcessResult r = grade(args, 900);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  const nlohmann::json results = dtlab::io::read_json_file(dir / "grade" / "results.json");
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "grade" / "only" / "results.json");  // --only's
   EXPECT_EQ(results.at("tests").size(), 7u) << "task1/steps, task2a/task2b/task3/dp/pp gradients, task4/model";
   EXPECT_EQ(test_named(results, "task4/model").at("status"), "passed") << r.output;
   const nlohmann::json task1 = test_named(results, "task1/steps");
   EXPECT_EQ(task1.at("extra_data").at("outcome"), "build failed");
   EXPECT_NE(task1.at("output").get<std::string>().find("error"), std::string::npos) << task1.dump(2);
   const nlohmann::json task2a = test_named(results, "task2a/gradients");
-  EXPECT_EQ(task2a.at("extra_data").at("outcome"), "build failed");
+  EXPECT_EQ(task2a.at("extra_data").at("outcome"), "not submitted");
+  EXPECT_EQ(task2a.at("score"), 0);
+  EXPECT_EQ(task2a.at("output").get<std::string>().rfind("[not submitted] ", 0), 0u) << task2a.dump(2);
   EXPECT_NE(task2a.at("output").get<std::string>().find("the submission has no " + (submission / "task2a").string() + "/ folder"),
             std::string::npos) << task2a.dump(2);
-  EXPECT_EQ(test_named(results, "dp/gradients").at("extra_data").at("outcome"), "build failed");
-  EXPECT_EQ(test_named(results, "pp/gradients").at("extra_data").at("outcome"), "build failed");
+  for (const char* check : {"task2b/gradients", "task3/gradients", "dp/gradients", "pp/gradients"}) {
+    EXPECT_EQ(test_named(results, check).at("extra_data").at("outcome"), "not submitted") << check;
+  }
+  // The line printed as each check ends says it too.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\\n  task2a/gradients +not submitted +0\\.0 s\\n"))) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\\n  task1/steps +build failed "))) << r.output;
 }
 
 // `grader run`: the ranks as local processes, a log per rank, rank 0's output followed.
