@@ -11,6 +11,7 @@
 #include "dtlab/tooling/skeleton.h"
 #include "release.h"
 #include "report.h"
+#include "runs.h"
 
 using namespace dtlab;
 using namespace dtlab::grader;
@@ -43,7 +44,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     check_cmd->add_option("--timing-iterations", cf.timing_iterations,
                           "Iterations of the timing runs (first discarded)")->capture_default_str()->check(CLI::Range(2, 100000));
-    check_cmd->add_option("--timeout", cf.timeout, "Seconds a rank waits in a collective (--timeout of the ranks)")
+    check_cmd->add_option("--timeout", cf.timeout,
+                          fmt::format("Seconds a rank waits in a collective (--timeout of the ranks); once a rank "
+                                      "has failed, the others get --timeout + {:g} s to stop before they count as hung",
+                                      kFailureGraceSeconds))
         ->capture_default_str()->check(CLI::PositiveNumber);
     check_cmd->add_option("--run-timeout", cf.run_timeout, "Seconds a run may take before its ranks are killed")
         ->capture_default_str()->check(CLI::PositiveNumber);

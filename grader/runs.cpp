@@ -43,7 +43,7 @@ const Run& Runner::run(const RunRequest& request) {
   spec.binary = o.binaries.at(request.exercise);
   spec.world_size = request.world;
   spec.timeout_seconds = o.run_timeout;
-  spec.grace_seconds = o.collective_timeout + 5;
+  spec.grace_seconds = o.collective_timeout + kFailureGraceSeconds;
   const bool distributed = !single_process(request.exercise);
   if (trains_gpt2(request.exercise)) {
     spec.args = {"--model_name_or_path", (o.fixtures / "gpt2-tiny").string(), "--data_dir",

@@ -19,6 +19,12 @@
 
 namespace dtlab::grader {
 
+// Once a rank of a run has failed, the others get the collective timeout (--timeout) plus this
+// long to stop by themselves (they notice at their next collective, or when it times out) before
+// they count as hung and are killed. README.md and `grader check --help` state this number;
+// grader_docs_test holds them to it.
+inline constexpr double kFailureGraceSeconds = 5;
+
 struct GradeOptions {
   std::filesystem::path fixtures;     // bert-tiny/, RTE/, gpt2-tiny/ and translation/
   std::filesystem::path results_dir;  // where runs/ and results.json go

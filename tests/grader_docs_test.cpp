@@ -1,0 +1,75 @@
+// What README.md's "For instructors" section (and the students' README, docs/STUDENTS.md) says
+// about the grader, held to the grader's own constants, so the prose cannot drift from the code:
+// the grace the other ranks get after one fails, where a partial grading (--only) goes, and a
+// class loop that grades exercises that exist.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "commands.h"
+#include "dtlab/io/file.h"
+#include "exercises.h"
+#include "runs.h"
+#include "test_util.h"
+
+namespace grader_docs_test {
+
+namespace fs = std::filesystem;
+
+// The README from "## For instructors" to the next "## " heading.
+std::string instructors_section() {
+  const std::string readme = dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "README.md");
+  const size_t start = readme.find("\n## For instructors\n");
+  EXPECT_NE(start, std::string::npos) << "README.md has no \"## For instructors\" section";
+  if (start == std::string::npos) return "";
+  return readme.substr(start, readme.find("\n## ", start + 1) - start);
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(GraderDocs, TheGraceAfterAFailureIsTheCodesNumber) {
+  const std::string section = instructors_section();
+  const std::regex said("`--timeout` \\+ ([0-9.]+) s");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(section, m, said)) << "README.md no longer says the grace as `--timeout` + N s";
+  EXPECT_EQ(std::stod(m[1].str()), dtlab::grader::kFailureGraceSeconds)
+      << "README.md says `--timeout` + " << m[1].str() << " s; grader/runs.h's kFailureGraceSeconds is "
+      << dtlab::grader::kFailureGraceSeconds;
+}
+
+TEST(GraderDocs, APartialGradingGoesWhereTheReadmesSay) {
+  const std::string folder = dtlab::grader::kPartialFolder;
+  EXPECT_TRUE(contains(instructors_section(), fmt::format("`OUT/{}/`", folder)));
+  const std::string readme = dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "README.md");
+  const std::string students = dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "docs" / "STUDENTS.md");
+  for (const std::string& doc : {readme, students}) {
+    EXPECT_TRUE(contains(doc, "--only gradients` runs one") &&
+                contains(doc, fmt::format("into `out/grade/{}/`", folder)))
+        << "a README shows --only without saying it writes out/grade/" << folder << "/";
+  }
+}
+
+// The loop an instructor copies names the exercises it grades, each one the kit has: `check all`
+// would mark a class on every exercise of the kit.
+TEST(GraderDocs, TheClassLoopGradesNamedExercisesThatExist) {
+  const std::string section = instructors_section();
+  const std::regex loop("for d in submissions/[^\\n]*\\n[^\\n]*grader\" check ([a-z0-9,]+) --submission \"\\$d\"");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(section, m, loop)) << "no class loop in README.md's For instructors:\n" << section;
+  const std::string which = m[1].str();
+  EXPECT_NE(which, "all");
+  EXPECT_TRUE(contains(which, ",")) << "the loop should show how to name several exercises: " << which;
+  for (size_t start = 0; start <= which.size();) {
+    const size_t comma = std::min(which.find(',', start), which.size());
+    EXPECT_NO_THROW(dtlab::grader::exercise(which.substr(start, comma - start))) << which;
+    start = comma + 1;
+  }
+}
+
+}  // namespace grader_docs_test
