@@ -70,26 +70,26 @@ HAVE_SOLUTIONS := $(wildcard solutions)
 DEMO_WHAT := $(if $(HAVE_SOLUTIONS),--solutions,)
 comma := ,
 
-.PHONY: help setup configure build fixtures demo test test-changed task1 task1-solution skeletons gpt2-demo gpt2-real \
+.PHONY: help setup configure build fixtures demo test test-changed skeletons gpt2-demo gpt2-real \
         bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
-        $(DP_TASKS) $(DP_TASKS:%=%-solution) $(EXERCISES:%=test-%) pipeline pipeline-solution cluster-demo
+        $(EXERCISES) $(EXERCISES:%=%-solution) $(EXERCISES:%=test-%) cluster-demo
 
+# The exercise lines come from exercises.txt (one per row, in its order), so a new row is listed
+# without editing this file; tests/student_docs_test.sh holds the README, the handouts and this
+# help to the table.
 help:
 	@echo "make demo            build, grade $(if $(HAVE_SOLUTIONS),the reference solutions,YOUR exercises) with 4 local ranks, render the report"
-	@echo "make check-task2b    grade YOUR tasks/task2b (also check-task1 ... check-task4, check-dp); make check: all"
-	@echo "make report          render the figures and report of the last grading ($(GRADE)/report)"
+	@echo "make check           grade all YOUR exercises; make report: render the figures and report of the last grading ($(GRADE)/report)"
 	$(if $(HAVE_SOLUTIONS),@echo "make release OUT_KIT=DIR  write the student kit (no solutions) to DIR (instructors)")
 	@echo "make test            build and run every test (ctest)"
-	@echo "make task1           build and run YOUR task 1 (tasks/task1) on the fixtures"
-	$(if $(HAVE_SOLUTIONS),@echo "make task1-solution  the same with the reference solution")
-	@echo "make test-task1      the tests of task 1 only (ctest -L task1)"
 	@echo "make test-changed    the suites that test what changed since BASE=main (scripts/changed_labels.sh -v says why)"
-	@echo "make task2a          YOUR task 2a on WORLD=4 local ranks (also task2b task3 task4$(if $(HAVE_SOLUTIONS),$(comma) and -solution))"
-	@echo "make test-task2a     the tests of task 2a (also test-task2b test-task3 test-task4)"
-	@echo "make dp              YOUR GPT-2 data parallel (tasks/dp) on WORLD=4 local ranks; DP_MODEL=gpt2 for GPT-2 small's shape"
-	@echo "make pipeline        YOUR GPT-2 pipeline (tasks/pipeline): single stage, model parallel, pipeline; their throughput"
-	@echo "make pp              YOUR GPT-2 pipeline across ranks (tasks/pp): PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe; WORLD=4 for data x pipeline"
-	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates, dp and pp at 1 Gbit/s; figures 9 and 12")
+	@echo "the exercises (exercises.txt): make T runs YOUR tasks/T, make check-T grades it, make test-T runs the tests of the kit's parts it uses$(if $(HAVE_SOLUTIONS),$(comma) make T-solution runs the reference)"
+	@awk '!/^#/ && NF { t = $$1; l = $$2; $$1 = $$2 = $$3 = ""; sub(/^ +/, ""); \
+	  printf "  make %-9s make check-%-9s make test-%-9s %s (%s)\n", t, t, t, $$0, \
+	  l == "ranks" ? "WORLD=4 local ranks" : "one process" }' exercises.txt
+	@echo "  task 1 runs on the fixtures (MODEL DATA LR EPOCHS BATCH SEQ SEED); dp DP_MODEL=gpt2 for GPT-2 small's shape;"
+	@echo "  pipeline: single stage, model parallel, pipeline; pp: PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe, WORLD=4 for data x pipeline"
+	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s; figures 9 and 12")
 	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
 	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
@@ -123,11 +123,19 @@ fixtures: build
 task1: fixtures
 	$(BUILD)/task1 $(GLUE_FLAGS) --output_dir $(OUT)/task1 $(ARGS)
 
-task1-solution: fixtures
+# A student release has no solutions/: `make T-solution` says so in one line instead of running
+# a binary that was never built; the rules below make T-solution only where solutions/ is.
+solutions_of = $(if $(HAVE_SOLUTIONS),$(1:%=%-solution))
+ifeq ($(HAVE_SOLUTIONS),)
+$(EXERCISES:%=%-solution):
+	$(error make $@: the reference solutions are not part of the student kit; run yours with make $(@:%-solution=%))
+endif
+
+$(call solutions_of,task1): fixtures
 	$(BUILD)/task1-solution $(GLUE_FLAGS) --output_dir $(OUT)/task1-solution $(ARGS)
 
 # A traffic exercise (task4) takes the batch sizes itself (--batch_sizes, default 64,32,16).
-$(GLUE_DP_TASKS) $(GLUE_DP_TASKS:%=%-solution): fixtures
+$(GLUE_DP_TASKS) $(call solutions_of,$(GLUE_DP_TASKS)): fixtures
 	scripts/run_local_ranks.sh $(WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
 	  $(if $(filter $(TRAFFIC_TASKS),$(@:%-solution=%)),$(subst --global_batch_size $(BATCH),,$(subst --do_train --do_eval,,$(DP_FLAGS))),$(DP_FLAGS)) \
 	  --output_dir $(OUT)/$@ $(ARGS)
@@ -136,7 +144,7 @@ $(GLUE_DP_TASKS) $(GLUE_DP_TASKS:%=%-solution): fixtures
 # layers of 128, an epoch of the fixture in minutes; gpt2: GPT-2 small's shape) with random
 # weights and the fixture's tokenizer, a global batch of GPT2_BATCH pairs split over the ranks.
 DP_MODEL ?= gpt2-mini
-$(LM_TASKS) $(LM_TASKS:%=%-solution): fixtures
+$(LM_TASKS) $(call solutions_of,$(LM_TASKS)): fixtures
 	scripts/run_local_ranks.sh $(WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
 	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
 	  --global_batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --num_epochs $(GPT2_EPOCHS) --seed $(SEED) \
@@ -150,7 +158,7 @@ $(LM_TASKS) $(LM_TASKS:%=%-solution): fixtures
 PIPE_STAGES ?= 2
 PIPE_MICRO  ?= 4
 PIPE_STEPS  ?= 30
-pipeline pipeline-solution: fixtures
+pipeline $(call solutions_of,pipeline): fixtures
 	@mkdir -p $(OUT)/$@
 	@for mode in "single:--stages 1" "model-parallel:--stages $(PIPE_STAGES) --micro_batches 1" \
 	             "pipeline:--stages $(PIPE_STAGES) --micro_batches $(PIPE_MICRO)"; do \
@@ -170,7 +178,7 @@ PP_STAGES   ?= 2
 PP_MICRO    ?= 4
 PP_SCHEDULE ?= 1f1b
 PP_WORLD = $(if $(filter command line environment,$(origin WORLD)),$(WORLD),$(PP_STAGES))
-$(PP_TASKS) $(PP_TASKS:%=%-solution): fixtures
+$(PP_TASKS) $(call solutions_of,$(PP_TASKS)): fixtures
 	scripts/run_local_ranks.sh $(PP_WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
 	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
 	  --global_batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --max_steps $(PIPE_STEPS) --no_eval --seed $(SEED) \
@@ -245,10 +253,14 @@ demo: build
 	@status=0; $(GRADER) check all $(DEMO_WHAT) --results $(GRADE) $(GRADE_ARGS) || status=$$?; \
 	  $(GRADER) report --results $(GRADE) && exit $$status
 
-check: build
+# Grading T builds the grader (with the programs it runs: dtlab-reference, dtlab-gpt2, the
+# fixtures' generator, the sandbox launcher) and the exercise's binary, not the whole kit.
+check: configure
+	scripts/build.sh $(BUILD) -j $(JOBS) --target grader $(EXERCISES)
 	$(GRADER) check all --results $(GRADE) $(GRADE_ARGS)
 
-$(EXERCISES:%=check-%): build
+$(EXERCISES:%=check-%): configure
+	scripts/build.sh $(BUILD) -j $(JOBS) --target grader $(@:check-%=%)
 	$(GRADER) check $(@:check-%=%) --results $(GRADE) $(GRADE_ARGS)
 
 report:

@@ -84,6 +84,7 @@ set(DTLAB_TEST_TIMEOUT_SCALE 1 CACHE STRING "Multiplies every test's timeout (th
 # be most of ctest's time. Their output still names every case.
 function(dtlab_test name)
   cmake_parse_arguments(T "RUN_SERIAL;WHOLE" "TIMEOUT" "LABELS;SOURCES" ${ARGN})
+  list(APPEND T_LABELS ${DTLAB_TEST_EXTRA_LABELS})  # e.g. solutions (tests/CMakeLists.txt)
   add_executable(${name} ${name}.cpp ${T_SOURCES})
   dtlab_tool_defaults(${name})
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main)

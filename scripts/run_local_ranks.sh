@@ -25,8 +25,10 @@ for ((r = n - 1; r >= 0; r--)); do
 done
 status=0
 for ((r = 0; r < n; r++)); do
-  if ! wait "${pids[r]}"; then
-    code=$?
+  # `if ! wait` would leave $? as the negation's 0: take the rank's own status.
+  code=0
+  wait "${pids[r]}" || code=$?
+  if [[ $code -ne 0 ]]; then
     [[ $r -ne 0 ]] && { echo "rank $r failed (exit $code); its log:" >&2; tail -5 "$logs/rank$r.log" >&2; }
     status=1
   fi

@@ -6,7 +6,8 @@
 # --torch [VERSION]: also installs PyPI's torch (default: the pinned version below) into the
 # project-local venv .torch/venv (nothing outside the repository changes), for
 # `make test TORCH=pip` (Note [Which LibTorch] in cmake/DtlabTorch.cmake). The pin moves by
-# editing torch_pin below; the README's "LibTorch 2.x" section says what to check when it moves.
+# editing torch_pin below, then `./scripts/setup.sh --torch && make test TORCH=pip`; a difference
+# the new version brings goes into common/include/dtlab/core/libtorch_compat.h.
 # The download (about 3.5 GB: torch and the CUDA runtime wheels it depends on) happens here and
 # only here: no build or test downloads anything.
 #

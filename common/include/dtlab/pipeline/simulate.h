@@ -15,8 +15,10 @@
 //     list. That is checked before the run, as an error of the schedule, not as a wait.
 //   * Sends are asynchronous (isend): a stage never waits for its output to be received.
 //     Receives block: a stage whose next action's input has not been sent waits, doing nothing.
-//     Messages are matched by micro-batch (a tag), not by arrival order: the runtime must tag
-//     them, since a list may receive in another order than its neighbour sends.
+//     The model hands each receive the message of its own micro-batch, wherever it stands in
+//     the stream. c10d does not: it pairs a send with a receive by order (per pair of ranks and
+//     direction), so lists whose neighbours send and receive in different micro-batch orders
+//     are refused before they run, by check_message_order below, not here.
 //   * Times: a forward takes costs.forward, a backward costs.backward, a message costs.link
 //     from the end of the sender's action to the earliest start of the receiver's. Nothing
 //     else takes time; an action starts at max(end of the stage's previous action, arrival).
