@@ -2,7 +2,8 @@
 // by hand. Every tracked file except the reference solutions, the tests that contain solution
 // code (the grader's mutants, the tests that hold an answer), instructors' notes and the
 // benchmarks (they time the solutions); tasks/ holds the generated skeletons, README.md is the
-// students' (docs/STUDENTS.md). No shipped file may hold a TODO's reference code (Note [No
+// students' (docs/STUDENTS.md), and release.json names the commit it was made from (Note
+// [Release identity], provenance.h). No shipped file may hold a TODO's reference code (Note [No
 // answers in the release], release_guard.h).
 #pragma once
 

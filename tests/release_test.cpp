@@ -1,5 +1,6 @@
-// The student release carries no answers: the guard of Note [No answers in the release]
-// (grader/release_guard.h) on this kit and on planted copies, and the files left out.
+// The student release carries no answers and names what it was made from: the guard of Note [No
+// answers in the release] (grader/release_guard.h) on this kit and on planted copies, the files
+// left out, and Note [Release identity] (grader/provenance.h) in a grade's provenance.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/io/file.h"
+#include "gradescope.h"
+#include "provenance.h"
 #include "release.h"
 #include "release_guard.h"
 #include "test_util.h"
@@ -177,6 +180,67 @@ TEST(Release, ShipsNoAnswerToTheWrongEndWarmUpQuestion) {
   for (const std::string& path : dtlab::grader::release_files(source)) {
     EXPECT_EQ(dtlab::io::read_file(source / path).find(answer), std::string::npos) << path;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Note [Release identity]
+
+TEST(Provenance, Fnv1aMatchesThePublishedValues) {
+  EXPECT_EQ(dtlab::grader::fnv1a64_hex(""), "cbf29ce484222325");
+  EXPECT_EQ(dtlab::grader::fnv1a64_hex("a"), "af63dc4c8601ec8c");
+  EXPECT_EQ(dtlab::grader::fnv1a64_hex("foobar"), "85944171f73967e8");
+}
+
+TEST(Provenance, TheSourcesHashFollowsEveryFileAndNotTheFolder) {
+  const fs::path a = outside_git("sources-a"), b = outside_git("sources-b");
+  for (const fs::path& d : {a, b}) {
+    write(d / "task1/train.cpp", "int x = 1;\n");
+    write(d / "pp/schedule.cpp", "int y = 2;\n");
+  }
+  using dtlab::grader::sources_identity;
+  const std::string hash = sources_identity(a).at("fnv1a64");
+  EXPECT_EQ(sources_identity(a).at("files"), 2);
+  EXPECT_EQ(sources_identity(b).at("fnv1a64"), hash) << "the same files in another folder";
+  // One file's layout, by hand: path, NUL, size, NUL, bytes.
+  const fs::path one = outside_git("sources-one");
+  write(one / "a.cpp", "int x;\n");
+  EXPECT_EQ(sources_identity(one).at("fnv1a64"), dtlab::grader::fnv1a64_hex(std::string("a.cpp\0" "7\0int x;\n", 15)));
+  write(b / "task1/train.cpp", "int x = 2;\n");
+  EXPECT_NE(sources_identity(b).at("fnv1a64"), hash) << "one byte changed";
+  write(b / "task1/train.cpp", "int x = 1;\n");
+  fs::rename(b / "pp/schedule.cpp", b / "pp/other.cpp");
+  EXPECT_NE(sources_identity(b).at("fnv1a64"), hash) << "a file renamed";
+  fs::rename(b / "pp/other.cpp", b / "pp/schedule.cpp");
+  EXPECT_EQ(sources_identity(b).at("fnv1a64"), hash);
+  write(b / "empty.h", "");
+  EXPECT_NE(sources_identity(b).at("fnv1a64"), hash) << "an empty file added";
+  EXPECT_THROW_WITH(sources_identity(a / "nope"), dtlab::Error, "nope are not a folder");
+  for (const fs::path& d : {a, b, one}) fs::remove_all(d);
+}
+
+// A release is no git checkout: the grade names the kit's commit from release.json, and the
+// student's files by their hash, instead of "commit unknown".
+TEST(Provenance, AReleaseNamesTheKitsCommitAndTheStudentsFiles) {
+  const fs::path release = outside_git("release-identity");
+  write(release / "tasks/task1/train.cpp", "int answer = 42;\n");
+  const nlohmann::json bare = dtlab::grader::collect_provenance(release, "your tasks/", "gloo", release / "tasks");
+  EXPECT_EQ(bare.at("commit"), "unknown") << "neither git nor release.json";
+  EXPECT_FALSE(bare.contains("release"));
+
+  write(release / "release.json", R"({"kit_commit": "0123456789abcdef0123456789abcdef01234567",
+    "kit_commit_short": "0123456", "kit_dirty": false, "made": "2026-11-27T10:00:00Z"})");
+  const nlohmann::json p = dtlab::grader::collect_provenance(release, "your tasks/", "gloo", release / "tasks");
+  EXPECT_EQ(p.at("commit"), "0123456 (release)");
+  EXPECT_EQ(p.at("release").at("kit_commit"), "0123456789abcdef0123456789abcdef01234567");
+  EXPECT_EQ(p.at("sources").at("files"), 1);
+  const std::string hash = p.at("sources").at("fnv1a64");
+  const std::string line = dtlab::grader::describe_provenance(p);
+  EXPECT_EQ(line.rfind("commit 0123456 (release), sources " + hash + " (1 files of ", 0), 0u) << line;
+
+  write(release / "tasks/task1/train.cpp", "int answer = 43;\n");
+  EXPECT_NE(dtlab::grader::collect_provenance(release, "your tasks/", "gloo", release / "tasks").at("sources").at("fnv1a64"),
+            hash) << "another student's file";
+  fs::remove_all(release);
 }
 
 }  // namespace release_test
