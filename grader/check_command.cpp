@@ -94,7 +94,14 @@ int check_command(const CheckFlags& f) {
     submission = "binaries given with --use-binary";
   }
 
-  nlohmann::json provenance = collect_provenance(kSourceDir, submission, f.backend);
+  // What was graded, hashed (Note [Release identity]): the submission's folder, tasks/ or solutions/.
+  fs::path sources = f.solutions ? kSourceDir / "solutions" : kSourceDir / "tasks";
+  if (!f.submission.empty()) {
+    // A submission that is no folder already failed every check above, with its reason.
+    sources = fs::is_directory(f.submission) ? fs::absolute(submission_tasks_root(f.submission)) : fs::path();
+  }
+  if (!f.use_binaries.empty()) sources.clear();  // binaries: no sources to name
+  nlohmann::json provenance = collect_provenance(kSourceDir, submission, f.backend, sources);
   provenance["sandbox"] = sandbox_mode_name(options.sandbox.mode) +
                           (options.sandbox.note.empty() ? "" : " (" + options.sandbox.note + ")");
   fmt::print("grader: checking {} of {} (results in {})\n", fmt::join(exercises, ", "), submission,

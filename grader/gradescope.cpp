@@ -42,8 +42,12 @@ void write_gradescope(const std::filesystem::path& path, const nlohmann::json& r
 }
 
 std::string describe_provenance(const nlohmann::json& p) {
-  return fmt::format("commit {}{}, LibTorch {} {}, seed {}, {} ({} cores, {}), {}{}", p.value("commit", "unknown"),
-                     p.value("dirty", false) ? " (dirty)" : "", p.value("libtorch", "?"), p.value("backend", "?"),
+  const std::string sources =
+      p.contains("sources") ? fmt::format(", sources {} ({} files of {})", p["sources"].value("fnv1a64", "?"),
+                                          p["sources"].value("files", 0), p["sources"].value("folder", "?"))
+                            : "";
+  return fmt::format("commit {}{}{}, LibTorch {} {}, seed {}, {} ({} cores, {}), {}{}", p.value("commit", "unknown"),
+                     p.value("dirty", false) ? " (dirty)" : "", sources, p.value("libtorch", "?"), p.value("backend", "?"),
                      p.value("seed", 0), p.value("hostname", "?"), p.value("cores", 0), p.value("cpu", "?"),
                      p.value("date", "?"), p.contains("sandbox") ? ", sandbox " + p.value("sandbox", "?") : "");
 }

@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
     }
     if (*release_cmd) {
       const auto files = write_release(kSourceDir, release_out);
-      fmt::print("wrote the student release to {} ({} files; no solutions/, no mutants)\n"
+      fmt::print("wrote the student release to {} ({} files; no solutions/, no mutants, no answers; its commit in "
+                 "release.json)\n"
                  "  cd {} && ./scripts/setup.sh && make test     # then make check-task1 ...\n",
                  release_out, files.size(), release_out);
       return 0;

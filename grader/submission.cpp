@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <iterator>
 #include <sstream>
 
 #include "dtlab/core/error.h"
@@ -31,10 +33,18 @@ std::string compiler_errors(const std::string& output) {
   return errors.empty() ? "    " + tail + "\n" : errors;
 }
 
-// What a submission's compile must not read (Note [The sandbox]): the reference solutions and the
-// grader's mutants (the files a student release leaves out, release.h) as unreadable files, so
-// the build's globs still list them; what they built (the *-solution and *-mutants targets and their
-// objects); .git (the solutions' history); other gradings' results.
+// What a submission's compile must not read (Note [The sandbox]): the reference solutions, the
+// grader's mutants and the tests that hold answers (the files a student release leaves out,
+// release.h) as unreadable files, so the build's globs still list them; what they built (the
+// *-solution and *-mutants targets and their objects); .git (the solutions' history); other
+// gradings' results.
+//
+// Except the unit suites among those tests: the configure reads every unit suite's source for its
+// TEST names (dtlab_unit_suite, cmake/Dtlab.cmake), and fails on an unreadable one. Such a file is
+// no answer to #include: its TESTs need GoogleTest's library, which a submission does not link,
+// and pipeline_test.cpp's schedule comes from fill_drain.h, which stays hidden.
+constexpr const char* kReadByConfigure[] = {"tests/pipeline_test.cpp"};
+
 std::vector<fs::path> hidden_from_compile(const fs::path& source_dir, const fs::path& build_dir,
                                           const fs::path& results_dir) {
   std::vector<fs::path> hidden;
@@ -51,8 +61,10 @@ std::vector<fs::path> hidden_from_compile(const fs::path& source_dir, const fs::
       it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file(ec) && left_out_of_release(relative.generic_string()) && top != "bench" &&
-        top != "docs") {
+    const std::string path = relative.generic_string();
+    const bool read_by_configure = std::find(std::begin(kReadByConfigure), std::end(kReadByConfigure), path) !=
+                                   std::end(kReadByConfigure);
+    if (it->is_regular_file(ec) && left_out_of_release(path) && top != "bench" && top != "docs" && !read_by_configure) {
       hidden.push_back(it->path());
     }
   }

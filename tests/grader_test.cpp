@@ -255,6 +255,18 @@ TEST(Grader, ReleaseHasNoSolutionsAndKeepsEverythingElse) {
   EXPECT_EQ(readme.find("instructors"), std::string::npos);
   EXPECT_NE(readme.find("make check-task2b"), std::string::npos);
   EXPECT_FALSE(fs::exists(out / "docs/STUDENTS.md"));
+  // No answers (Note [No answers in the release]) and no instructors' notes.
+  for (const char* gone : {"tests/fill_drain.h", "tests/pipeline_test.cpp", "tests/pp_schedule_test.cpp",
+                           "tests/gpu_test.cpp", "docs/instructors"}) {
+    EXPECT_FALSE(fs::exists(out / gone)) << gone;
+  }
+  EXPECT_TRUE(fs::exists(out / "docs/STAGE_SCHEDULES.md"));
+  // Note [Release identity]: the commit it was made from.
+  const ProcessResult head = run_process({"git", "-C", DTLAB_SOURCE_DIR, "rev-parse", "HEAD"}, 10);
+  ASSERT_EQ(head.exit_code, 0) << head.output;
+  const nlohmann::json identity = dtlab::io::read_json_file(out / "release.json");
+  EXPECT_EQ(identity.at("kit_commit").get<std::string>() + "\n", head.output);
+  EXPECT_NE(r.output.find("release.json"), std::string::npos) << r.output;
   // Refuses to write over something.
   const ProcessResult again = grade({"release", "--out", out.string()}, 120);
   EXPECT_EQ(again.exit_code, 2) << again.output;

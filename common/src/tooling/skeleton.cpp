@@ -72,6 +72,27 @@ int count_exercise_regions(const std::string& text) {
   return n;
 }
 
+std::vector<ExerciseRegion> exercise_regions(const std::string& text, const std::string& source) {
+  make_skeleton(text, source);  // the markers are well formed, or its error names the line
+  std::istringstream in(text);
+  std::vector<ExerciseRegion> regions;
+  bool inside = false;
+  size_t number = 0;
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (std::regex_match(line, m, kBegin)) {
+      inside = true;
+      regions.push_back({m[2].str(), number + 1, ""});
+    } else if (std::regex_match(line, kEnd)) {
+      inside = false;
+    } else if (inside) {
+      regions.back().body += line + "\n";
+    }
+  }
+  return regions;
+}
+
 std::vector<SkeletonFile> plan_skeletons(const fs::path& solutions_dir, const fs::path& tasks_dir) {
   if (!fs::is_directory(solutions_dir)) throw Error(solutions_dir.string() + " is not a folder");
   std::vector<SkeletonFile> files;

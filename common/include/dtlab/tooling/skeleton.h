@@ -24,6 +24,16 @@ std::string make_skeleton(const std::string& solution_text, const std::string& s
 // Number of exercise regions in a solution file's text.
 int count_exercise_regions(const std::string& solution_text);
 
+// One exercise region of a solution file: the reference code a skeleton replaces.
+struct ExerciseRegion {
+  std::string exercise;  // the <exercise> of its BEGIN TODO
+  size_t first_line;     // the line of its first body line, from 1
+  std::string body;      // the lines between BEGIN and END, as written
+};
+
+// The regions of a solution file's text, in order; the same errors as make_skeleton.
+std::vector<ExerciseRegion> exercise_regions(const std::string& solution_text, const std::string& source);
+
 struct SkeletonFile {
   std::filesystem::path solution;  // solutions/T/x.cpp
   std::filesystem::path task;      // tasks/T/x.cpp
