@@ -17,8 +17,16 @@ if [[ -z $cxx ]]; then
 fi
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S fuzz -B "$build" "${generator[@]}" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
-cmake --build "$build" -j "${JOBS:-1}"
+# Through the kit's compiler cache like every other build (Note [Compiler cache] in
+# cmake/DtlabCcache.cmake); DTLAB_CCACHE=OFF, or no ccache, compiles straight.
+launcher=()
+if ccache=$(command -v ccache); then
+  stats_log=$build/ccache-stats.log
+  [[ $stats_log == /* ]] || stats_log=$PWD/$stats_log
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=$PWD/cmake/ccache_launcher.sh;$ccache;$PWD;$stats_log")
+fi
+cmake -S fuzz -B "$build" "${generator[@]}" -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" >/dev/null
+scripts/build.sh "$build" -j "${JOBS:-1}"
 
 mkdir -p "$build/artifacts"
 status=0
