@@ -75,7 +75,7 @@ comma := ,
         $(EXERCISES) $(EXERCISES:%=%-solution) $(EXERCISES:%=test-%) cluster-demo
 
 # The exercise lines come from exercises.txt (one per row, in its order), so a new row is listed
-# without editing this file; tests/student_docs_test.sh holds the README, the handouts and this
+# without editing this file; tests/exercise_docs_test.sh holds the README, the handouts and this
 # help to the table.
 help:
 	@echo "make demo            build, grade $(if $(HAVE_SOLUTIONS),the reference solutions,YOUR exercises) with 4 local ranks, render the report"
