@@ -332,6 +332,41 @@ TEST(BertLoaderErrors, NumLabelsOverrideThatContradictsTheClassifierIsAShapeMism
                         {"classifier.weight", "3, 24", "5, 24"});
 }
 
+// A classifier fine-tuned for 3 labels (tiny-b's) run on a 2-label task such as RTE: refused as
+// transformers refuses it, naming the weight file, the tensor, both shapes and the way out.
+TEST(BertLoaderErrors, ClassifierOfAnotherLabelCountNamesTheFileTheShapesAndTheFlag) {
+  dtlab::model::BertOverrides overrides;
+  overrides.num_labels = 2;
+  expect_error_mentions([&] { dtlab::model::from_pretrained(golden_dir("tiny-b"), overrides); },
+                        {(golden_dir("tiny-b") / "model.safetensors").string() + ": classifier.weight",
+                         "[3, 24] in the checkpoint but the model expects [2, 24]",
+                         "classifier has 3 labels, the model is built for 2", "--ignore_mismatched_sizes"});
+}
+
+// transformers' ignore_mismatched_sizes: the mismatched weights keep their fresh initialisation
+// (zero bias, as Hugging Face initialises it) and are reported; every other weight is loaded.
+TEST(BertLoader, IgnoreMismatchedSizesStartsAFreshClassifierAndLoadsTheRest) {
+  dtlab::model::BertOverrides overrides;
+  overrides.num_labels = 2;
+  overrides.ignore_mismatched_sizes = true;
+  LoadReport report;
+  torch::manual_seed(0);
+  const auto model = dtlab::model::from_pretrained(golden_dir("tiny-b"), overrides, &report);
+  EXPECT_EQ(model->classifier->weight.sizes(), (std::vector<int64_t>{2, 24}));
+  EXPECT_TRUE(torch::equal(model->classifier->bias, torch::zeros({2})));
+  const auto stored = dtlab::io::load_safetensors(golden_dir("tiny-b") / "model.safetensors");
+  EXPECT_TRUE(torch::equal(model->bert->pooler->dense->weight, stored.at("bert.pooler.dense.weight")));
+  EXPECT_EQ(report.mismatched_keys,
+            (std::vector<std::string>{
+                "classifier.weight: found shape [3, 24] in the checkpoint and [2, 24] in the model",
+                "classifier.bias: found shape [3] in the checkpoint and [2] in the model"}));
+  EXPECT_TRUE(report.missing_keys.empty()) << report.describe("tiny-b");
+  EXPECT_TRUE(report.unexpected_keys.empty()) << report.describe("tiny-b");
+  const std::string notice = report.describe("tiny-b");
+  EXPECT_NE(notice.find("newly initialized because the shapes did not match:\n- classifier.weight"),
+            std::string::npos) << notice;
+}
+
 TEST(BertLoaderErrors, OnlyPytorchModelBinAsksForASafetensorsConversion) {
   const Scratch scratch("bert-only-bin");
   const fs::path& dir = scratch.path;

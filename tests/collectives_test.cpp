@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "dist_test_util.h"
@@ -281,6 +282,49 @@ TEST(SendRecv, ToItselfOrToNoSuchRankIsAnError) {
     EXPECT_THROW_WITH(g.send(torch::zeros({1}), g.rank()), dtlab::Error, "cannot send to itself");
     torch::Tensor t = torch::zeros({1});
     EXPECT_THROW_WITH(g.recv(t, 5), dtlab::Error, "rank 5 does not exist (world size 2)");
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Note [A dropped PendingWork] (dist/group.cpp)
+
+// A send_async whose PendingWork is not kept (destroyed before wait()): rank 0's next operation
+// names it at once, instead of a receive timing out later with nothing said. The error stays.
+TEST(DroppedPendingWork, ASendNotKeptIsNamedByTheRanksNextOperationAtOnce) {
+  run_ranks(2, [&](Group& g) {
+    if (g.rank() == 0) {
+      g.send(torch::zeros({2}), 1, "activation 0");  // operation #1
+      { dtlab::dist::PendingWork dropped = g.send_async(torch::ones({2}), 1, "activation 1"); }  // #2
+      const auto start = std::chrono::steady_clock::now();
+      torch::Tensor grad = torch::empty({2});
+      EXPECT_THROW_WITH(g.recv(grad, 1, "gradient 0"), dtlab::DistError,
+                        "rank 0: send #2 (activation 1) to rank 1 was never waited for: keep the PendingWork "
+                        "that send_async returned and call wait() on it");
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+      EXPECT_THROW_WITH(g.barrier("later"), dtlab::DistError, "send #2 (activation 1) to rank 1 was never waited for");
+    } else {
+      // Only what rank 0 waited for: a dropped send may never arrive (Gloo gives it up).
+      torch::Tensor t = torch::empty({2});
+      g.recv(t, 0, "activation 0");
+    }
+  });
+}
+
+// A PendingWork overwritten by another before wait() drops the first: named by the next wait().
+// A moved-from PendingWork is not a dropped one.
+TEST(DroppedPendingWork, AnOverwrittenSendIsNamedByTheNextWaitAndAMovedOneIsNot) {
+  run_ranks(2, [&](Group& g) {
+    if (g.rank() == 0) {
+      dtlab::dist::PendingWork kept = g.send_async(torch::zeros({2}), 1, "activation 0");  // #1
+      dtlab::dist::PendingWork moved = std::move(kept);
+      moved.wait();  // `kept`, moved from, is empty: nothing was dropped
+      dtlab::dist::PendingWork w = g.send_async(torch::ones({2}), 1, "activation 1");  // #2
+      w = g.send_async(torch::ones({2}), 1, "activation 2");                              // #3 drops #2
+      EXPECT_THROW_WITH(w.wait(), dtlab::DistError, "rank 0: send #2 (activation 1) to rank 1 was never waited for");
+    } else {
+      torch::Tensor t = torch::empty({2});
+      g.recv(t, 0, "activation 0");  // the only send rank 0 waited for
+    }
   });
 }
 

@@ -87,6 +87,32 @@ TEST(ReadRteExamples, AcceptsCrlfLineEndings) {
   EXPECT_EQ(ex[1].text_b, "A dog.");
 }
 
+// Spreadsheet tools save UTF-8 with a byte-order mark (EF BB BF) before the header; run_glue
+// reads with "utf-8-sig" and pandas skips it, so the header is still "index".
+TEST(ReadRteExamples, SkipsAUtf8ByteOrderMarkBeforeTheHeader) {
+  const fs::path tsv = write_tsv("rte_bom", "train.tsv",
+                                 "\xEF\xBB\xBFindex\tsentence1\tsentence2\tlabel\r\n"
+                                 "5\tThe cat sat.\tA cat sat.\tnot_entailment\r\n");
+  const std::vector<InputExample> ex = dtlab::data::read_rte_examples(tsv, "train");
+  ASSERT_EQ(ex.size(), 1u);
+  EXPECT_EQ(ex[0].guid, "train-5");
+  EXPECT_EQ(ex[0].text_a, "The cat sat.");
+  EXPECT_EQ(ex[0].label, 1);
+}
+
+TEST(ReadRteExamples, ByteOrderMarkOnlyFileIsEmpty) {
+  const fs::path tsv = write_tsv("rte_bom_only", "dev.tsv", "\xEF\xBB\xBF");
+  EXPECT_THROW_WITH(dtlab::data::read_rte_examples(tsv, "dev"), dtlab::Error, "empty");
+}
+
+// Only a mark that opens the file is skipped: one later is text, as Python keeps it, so a
+// guid keeps it too.
+TEST(ReadRteExamples, ByteOrderMarkAfterTheStartStaysText) {
+  const fs::path tsv = write_tsv("rte_bom_late", "dev.tsv",
+                                 std::string(kHeader) + "\xEF\xBB\xBF" "7\ta\tb\tentailment\n");
+  EXPECT_EQ(dtlab::data::read_rte_examples(tsv, "dev").at(0).guid, "dev-\xEF\xBB\xBF" "7");
+}
+
 TEST(ReadRteExamples, HeaderOnlyFileHasNoExamples) {
   const fs::path tsv = write_tsv("rte_header_only", "dev.tsv", kHeader);
   EXPECT_TRUE(dtlab::data::read_rte_examples(tsv, "dev").empty());

@@ -200,6 +200,25 @@ TEST(StageRanks, BlockingSendsDeadlockOneFOneBAndTheTimeoutNamesBothRanks) {
   EXPECT_NE(r.exits[1].output.find("(gradient 0)"), std::string::npos) << r.exits[1].output;
 }
 
+// A protocol that does not keep send_async's PendingWork: each rank's next operation names the
+// send it dropped, at once, instead of a receive timing out after --timeout with nothing said
+// (Note [A dropped PendingWork] in dist/group.cpp).
+TEST(StageRanks, ADroppedSendIsNamedAtOnceByTheRankThatDroppedIt) {
+  ::setenv("DTLAB_MUTANT", "dropped_send", 1);
+  const PpRun r = run_pp(DTLAB_PROGRAM("pp-mutants"), "dropped", 2, {"--stages", "2", "--micro_batches", "4"}, 60);
+  ::unsetenv("DTLAB_MUTANT");
+  for (int rank = 0; rank < 2; ++rank) {
+    const ChildExit& e = r.exits[static_cast<size_t>(rank)];
+    EXPECT_EQ(e.exit_code, 4) << e.describe();  // a DistError
+    EXPECT_LT(e.seconds, 30) << "long before the 60 s timeout: " << e.describe();
+  }
+  // 1F1B on 2 stages: stage 0 drops activation 0's send and names it as it sends activation 1.
+  EXPECT_NE(r.exits[0].output.find(" (activation 0) to rank 1 was never waited for: keep the PendingWork that "
+                                   "send_async returned"),
+            std::string::npos) << r.exits[0].output;
+  EXPECT_NE(r.exits[0].output.find("rank 0: send #"), std::string::npos) << r.exits[0].output;
+}
+
 // A 1F1B warm-up that grows with the stage deadlocks from m = 3 on 2 stages: the kit simulates
 // the lists before the first send and stops every rank with the simulator's words.
 TEST(StageRanks, ADeadlockingScheduleStopsEveryRankBeforeTheFirstSendNamingWhoWaits) {

@@ -8,6 +8,7 @@
 #include "dtlab/tooling/process.h"
 #include "dtlab/io/file.h"
 #include "dtlab/io/json_file.h"
+#include "dtlab/io/safetensors.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -125,6 +126,34 @@ TEST_F(Task1, MissingModelFolderIsAOneLineErrorNamingTheFlag) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--model_name_or_path"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("dtlab-fixtures"), std::string::npos) << r.output;
+}
+
+// A checkpoint whose classifier was fine-tuned for 3 labels, run on RTE's 2: refused with the
+// weight file, the tensor and both shapes, as transformers refuses it; --ignore_mismatched_sizes
+// starts a fresh classifier and says so, as transformers' ignore_mismatched_sizes=True does.
+TEST_F(Task1, ClassifierOfAnotherLabelCountIsRefusedUnlessIgnoreMismatchedSizes) {
+  const fs::path weights = dir_ / "fx/bert-tiny/model.safetensors";
+  const int64_t hidden =
+      dtlab::io::read_json_file(dir_ / "fx/bert-tiny/config.json").at("hidden_size").get<int64_t>();
+  auto tensors = dtlab::io::load_safetensors(weights);
+  tensors["classifier.weight"] = torch::zeros({3, hidden});
+  tensors["classifier.bias"] = torch::zeros({3});
+  dtlab::io::save_safetensors(weights, tensors, {{"format", "pt"}});
+  const std::string shapes = "[3, " + std::to_string(hidden) + "] in the checkpoint but the model expects [2, " +
+                             std::to_string(hidden) + "]";
+
+  const ProcessResult refused = run_process(flags(DTLAB_PROGRAM("task1-solution"), dir_ / "out"), 60);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find(weights.string() + ": classifier.weight has shape " + shapes), std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("--ignore_mismatched_sizes"), std::string::npos) << refused.output;
+
+  const ProcessResult fresh = run_process(
+      with(flags(DTLAB_PROGRAM("task1-solution"), dir_ / "out2"), {"--ignore_mismatched_sizes", "--max_steps", "2", "--no_save"}),
+      kRunTimeoutSeconds);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+  EXPECT_NE(fresh.output.find("newly initialized because the shapes did not match:\n- classifier.weight: found shape [3, "),
+            std::string::npos) << fresh.output;
 }
 
 TEST_F(Task1, NonEmptyOutputDirNeedsOverwriteFlag) {

@@ -227,10 +227,76 @@ TEST(TrainLoop, ANonFiniteLossStopsTheRunNamingTheStep) {
                     dtlab::Error, "rank 0: the loss is nan at step 3");
 }
 
+// Note [A non-finite loss]: at step 1 no update has happened, so a NaN loss is the checkpoint's
+// or the data's, never the learning rate's. The toy model computes y = a x + b plus 0 x the sum
+// of a [2, 3] table; `bad` puts a value in the table (or in the labels).
+struct TableModelImpl : torch::nn::Module {
+  TableModelImpl() {
+    finite = register_parameter("finite", torch::ones({2}));  // before the table: skipped
+    table = register_parameter("table", torch::zeros({2, 3}));
+    line = register_module("line", torch::nn::Linear(1, 1));
+  }
+  torch::Tensor finite, table;
+  torch::nn::Linear line{nullptr};
+};
+
+std::string loss_error_at_first_step(float table_value, float label_value) {
+  const LineDataset data(8);
+  train::LoopPlan plan;
+  plan.batch_per_rank = 4;
+  plan.sampler = {data.size(), 1, 0, true, 0};
+  plan.log_first_steps = 0;
+  plan.evaluate = false;
+  train::plan_steps(plan, data.size(), 1, 1, -1);
+  torch::manual_seed(0);
+  auto model = std::make_shared<TableModelImpl>();
+  {
+    torch::NoGradGuard no_grad;
+    model->table[1][2] = table_value;  // flat offset 5: index [1, 2], not [0, 5]
+  }
+  train::TrainState state;
+  state.module = model;
+  state.loss = [model, label_value](const data::Batch& b) {
+    const torch::Tensor fit = (model->line->forward(b.input_ids) - b.labels * label_value).pow(2).mean();
+    return fit + 0 * model->table.sum() + 0 * model->finite.sum();
+  };
+  state.max_grad_norm = 0;
+  state.optimizer = train::make_adamw(*model, {0.1, 0.0, 1e-8});
+  state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, 0, plan.total_steps);
+  const auto sync = train::no_sync();
+  train::Run run = train::plan_run("toy", nullptr);
+  report::Results results("toy", nlohmann::json::object(), nlohmann::json::object());
+  try {
+    train::train_loop(run, state, data, plan, train::kit_step(*sync), nullptr, results,
+                      test::fresh_temp_dir("train-core-nan-step1") / "results.json");
+  } catch (const dtlab::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainLoop, ANonFiniteLossAtStepOneNamesTheFirstNonFiniteWeight) {
+  EXPECT_EQ(loss_error_at_first_step(std::nanf(""), 1.0f),
+            "rank 0: the loss is nan at step 1, before any update: the weights are not finite (table "
+            "holds nan (first at [1, 2])): check the checkpoint (--model_name_or_path)");
+  // 0 x -inf is a NaN whose sign the platform chooses: only the weights' words are compared.
+  const std::string inf = loss_error_at_first_step(-std::numeric_limits<float>::infinity(), 1.0f);
+  EXPECT_NE(inf.find("at step 1, before any update: the weights are not finite (table holds -inf (first at [1, 2]))"),
+            std::string::npos) << inf;
+}
+
+TEST(TrainLoop, ANonFiniteLossAtStepOneWithFiniteWeightsPointsAtTheData) {
+  EXPECT_EQ(loss_error_at_first_step(0.0f, std::nanf("")),
+            "rank 0: the loss is nan at step 1, before any update, with every weight finite: check the data");
+  EXPECT_EQ(loss_error_at_first_step(0.0f, 1.0f), "") << "finite weights and data train without an error";
+}
+
 // Runs train_loop with `step` on `world` ranks, threads of this process whose Gloo groups meet
 // in one HashStore (tests/dist_test_util.h); returns each rank's error ("" when it finished).
 // A rank that waits for a gone one gives up after test::kRankTimeout.
-std::vector<std::string> loop_on_ranks(int world, const std::function<float(int rank, int64_t step)>& loss_of) {
+// `prepare` may change a rank's state before the loop starts.
+std::vector<std::string> loop_on_ranks(int world, const std::function<float(int rank, int64_t step)>& loss_of,
+                                       const std::function<void(int rank, train::TrainState&)>& prepare = nullptr) {
   test::single_threaded_torch();
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<train::Run> runs;
@@ -257,6 +323,7 @@ std::vector<std::string> loop_on_ranks(int world, const std::function<float(int 
           std::lock_guard<std::mutex> lock(test::global_generator_mutex());
           return line_state(0, plan.total_steps);
         }();
+        if (prepare) prepare(rank, state);
         const train::StepFunction step = [&](train::TrainState&, const train::StepInput& in) {
           return train::StepResult{loss_of(rank, in.step), 0.0};
         };
@@ -294,6 +361,26 @@ TEST(TrainLoop, ANonFiniteLossOnOneRankStopsEveryRankWithTheSameWords) {
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(both[static_cast<size_t>(rank)],
               "ranks 0, 1: the loss is inf, nan at step 2: lower --learning_rate or check the data")
+        << "rank " << rank;
+  }
+}
+
+// Note [A non-finite loss] at step 1 with ranks: each rank's weights are gathered, so every rank
+// names rank 1's NaN weight (though rank 0's own are finite), or says that all were finite.
+TEST(TrainLoop, ANonFiniteLossAtStepOneOnRanksNamesEveryRanksNonFiniteWeight) {
+  const auto nan_at_step_one = [](int rank, int64_t step) { return rank == 1 && step == 1 ? std::nanf("") : 1.0f; };
+  const std::vector<std::string> bad_weight = loop_on_ranks(2, nan_at_step_one, [](int rank, train::TrainState& state) {
+    torch::NoGradGuard no_grad;
+    if (rank == 1) state.module->named_parameters()["bias"].fill_(std::nanf(""));
+  });
+  const std::vector<std::string> finite = loop_on_ranks(2, nan_at_step_one);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(bad_weight[static_cast<size_t>(rank)],
+              "rank 1: the loss is nan at step 1, before any update: the weights are not finite (rank 1: "
+              "bias holds nan (first at [0])): check the checkpoint (--model_name_or_path)")
+        << "rank " << rank;
+    EXPECT_EQ(finite[static_cast<size_t>(rank)],
+              "rank 1: the loss is nan at step 1, before any update, with every weight finite: check the data")
         << "rank " << rank;
   }
 }

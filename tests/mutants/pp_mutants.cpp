@@ -14,6 +14,8 @@
 //                     (what step.backward returned): same shape, wrong numbers upstream
 //   stage_1_killed    stage 1 is killed (SIGKILL) as its second step starts: the others must
 //                     name it within the timeout
+//   dropped_send      run_stage does not keep send_async's PendingWork: the kit must name the
+//                     send at the rank's next operation (Note [A dropped PendingWork])
 #include <algorithm>
 #include <csignal>
 #include <map>
@@ -78,11 +80,13 @@ void run_stage(StageStep& step, const StageSchedule& schedule) {
       }
     }
   }
-  const bool blocking = mutant("blocking_send");
+  const bool blocking = mutant("blocking_send"), dropped = mutant("dropped_send");
   std::vector<dist::PendingWork> sends;
   const auto send = [&](const torch::Tensor& t, int dst, const std::string& tag) {
     if (blocking) {
       group.send(t, dst, tag);
+    } else if (dropped) {
+      group.send_async(t, dst, tag);  // the PendingWork is destroyed here, never waited for
     } else {
       sends.push_back(group.send_async(t, dst, tag));
     }

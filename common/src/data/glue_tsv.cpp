@@ -12,6 +12,10 @@ namespace {
 
 constexpr size_t kRteFields = 4;  // index, sentence1, sentence2, label
 
+// What spreadsheet tools write first when they save UTF-8 (U+FEFF encoded). run_glue reads
+// with encoding="utf-8-sig" and pandas skips it too, so it is not part of the header's "index".
+constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
+
 std::vector<std::string> split_tabs(std::string_view line) {
   std::vector<std::string> fields;
   size_t start = 0;
@@ -41,6 +45,10 @@ std::vector<InputExample> parse_rte_tsv(std::string_view text, const std::string
   const std::vector<std::string> labels = glue_task("rte").labels;
   std::vector<InputExample> examples;
   size_t line_number = 0;
+  // Only a mark that opens the file is dropped; one anywhere else stays text, as in Python.
+  if (text.substr(0, kUtf8ByteOrderMark.size()) == kUtf8ByteOrderMark) {
+    text.remove_prefix(kUtf8ByteOrderMark.size());
+  }
   // Lines as std::getline gives them: each ends at "\n", and text after the last "\n" is a
   // line only when there is some.
   for (size_t start = 0; start < text.size();) {

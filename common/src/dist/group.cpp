@@ -4,6 +4,7 @@
 #include "dtlab/dist/group.h"
 
 #include <cstring>
+#include <exception>
 #include <sstream>
 
 #include "dtlab/dist/detail/c10d.h"
@@ -16,6 +17,7 @@ struct InFlight {
   Group::State* state = nullptr;
   CommRecord record;
   std::chrono::steady_clock::time_point start;
+  std::string peer;  // " to rank 1", " from rank 0"; "" for a collective
 };
 
 }  // namespace detail
@@ -176,19 +178,55 @@ using Launch = std::function<c10::intrusive_ptr<c10d::Work>(C10dBackend&)>;
 
 // The one path of every operation: number it, launch it, turn a launch failure into a
 // DistError. The caller waits (blocking calls) or keeps the PendingWork (async ones).
-PendingWork start(Group::State& s, CommRecord record, const Launch& launch);
+// peer: " to rank 1" or " from rank 0" for send and recv, named if the work is dropped.
+PendingWork start(Group::State& s, CommRecord record, const Launch& launch, std::string peer = "");
+
+// Note [A dropped PendingWork]: a PendingWork destroyed (or overwritten) before wait() leaves its
+// operation to chance: a dropped send_async (a common mistake: the result of the call is not
+// kept) may never reach its peer, whose receive then times out after the group's timeout with
+// nothing saying why. The kit names it instead. A destructor cannot throw, so the operation is
+// written into the group's state, and this rank's next operation or wait() throws a DistError
+// with it, at once: "rank 0: send #3 (activation 1) to rank 1 was never waited for: ...". The
+// first such operation is named; the error stays, since the protocol is broken from there on. A
+// work destroyed while an exception unwinds the stack is not named: the run is already stopping
+// for a reason of its own. tests/collectives_test.cpp (DroppedPendingWork) and
+// tests/pp_test.cpp (the dropped_send mutant) hold it.
+void note_if_never_waited(const std::unique_ptr<detail::InFlight>& f) noexcept {
+  if (!f || std::uncaught_exceptions() > 0) return;
+  try {
+    Group::State& s = *f->state;
+    std::lock_guard<std::mutex> lock(s.dropped_mutex);
+    if (!s.dropped.empty()) return;
+    s.dropped = name_of(f->record) + f->peer + " was never waited for: keep the PendingWork that " +
+                f->record.op + "_async returned and call wait() on it";
+  } catch (...) {
+    // Out of memory while composing a message: nothing better to do in a destructor.
+  }
+}
+
+void throw_if_dropped(Group::State& s) {
+  std::lock_guard<std::mutex> lock(s.dropped_mutex);
+  if (!s.dropped.empty()) throw DistError(rank_name(s) + ": " + s.dropped);
+}
 
 }  // namespace
 
 PendingWork::PendingWork() = default;
 PendingWork::PendingWork(std::unique_ptr<detail::InFlight> in_flight) : in_flight_(std::move(in_flight)) {}
-PendingWork::~PendingWork() = default;
+PendingWork::~PendingWork() { note_if_never_waited(in_flight_); }
 PendingWork::PendingWork(PendingWork&&) noexcept = default;
-PendingWork& PendingWork::operator=(PendingWork&&) noexcept = default;
+PendingWork& PendingWork::operator=(PendingWork&& other) noexcept {
+  if (this != &other) {
+    note_if_never_waited(in_flight_);  // the work it held is dropped here
+    in_flight_ = std::move(other.in_flight_);
+  }
+  return *this;
+}
 bool PendingWork::valid() const { return in_flight_ != nullptr; }
 
 void PendingWork::wait() {
   if (!in_flight_) throw Error("PendingWork::wait on an empty work item");
+  throw_if_dropped(*in_flight_->state);  // Note [A dropped PendingWork]
   std::unique_ptr<detail::InFlight> f = std::move(in_flight_);
   Group::State& s = *f->state;
   try {
@@ -203,7 +241,8 @@ void PendingWork::wait() {
 
 namespace {
 
-PendingWork start(Group::State& s, CommRecord record, const Launch& launch) {
+PendingWork start(Group::State& s, CommRecord record, const Launch& launch, std::string peer) {
+  throw_if_dropped(s);  // Note [A dropped PendingWork]
   record.sequence = ++s.sequence;
   if (s.heartbeat) s.heartbeat->at_operation(name_of(record));
   // Point-to-point pairs differ by design (a send meets a recv): only collectives are compared,
@@ -227,6 +266,7 @@ PendingWork start(Group::State& s, CommRecord record, const Launch& launch) {
                     who_stopped(s));
   }
   f->record = std::move(record);
+  f->peer = std::move(peer);
   return PendingWork(std::move(f));
 }
 
@@ -437,7 +477,7 @@ PendingWork Group::send_async(const torch::Tensor& tensor, int dst, const std::s
   return start(*state_, describe("send", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     return pg.send(tensors, dst, /*tag=*/0);
-  });
+  }, " to rank " + std::to_string(dst));
 }
 
 PendingWork Group::recv_async(torch::Tensor& tensor, int src, const std::string& tag) {
@@ -448,7 +488,7 @@ PendingWork Group::recv_async(torch::Tensor& tensor, int src, const std::string&
   return start(*state_, describe("recv", tensor, tag), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     return pg.recv(tensors, src, /*tag=*/0);
-  });
+  }, " from rank " + std::to_string(src));
 }
 
 void Group::send(const torch::Tensor& tensor, int dst, const std::string& tag) {

@@ -43,6 +43,9 @@ void add_glue_flags(CLI::App& app, GlueOptions& o, GlueMode mode) {
       ->capture_default_str();
   app.add_option("--dropout", o.dropout,
                  "Override every dropout probability of config.json (0 turns dropout off)");
+  app.add_flag("--ignore_mismatched_sizes", o.ignore_mismatched_sizes,
+               "Start afresh each checkpoint weight whose shape differs from the model's (a "
+               "classifier trained for another label count), as transformers does");
   app.add_option("--threads", o.threads, "Intra-op threads (0: the cores available to this rank)")
       ->capture_default_str();
   app.add_option("--log_first_steps", o.log_first_steps,

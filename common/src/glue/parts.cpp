@@ -14,6 +14,7 @@ model::BertOverrides overrides_from(const GlueOptions& o, int64_t num_labels) {
   model::BertOverrides overrides;
   if (o.dropout) overrides = model::BertOverrides::dropout(*o.dropout);
   overrides.num_labels = num_labels;
+  overrides.ignore_mismatched_sizes = o.ignore_mismatched_sizes;
   return overrides;
 }
 

@@ -23,6 +23,13 @@ std::string LoadReport::describe(const std::string& checkpoint) const {
             "\nYou should probably TRAIN this model on a down-stream task to be able to use it "
             "for predictions and inference.\n";
   }
+  if (!mismatched_keys.empty()) {
+    text += "Some weights of " + model + " were not initialized from the model checkpoint at " +
+            checkpoint + " and are newly initialized because the shapes did not match:\n";
+    for (const std::string& key : mismatched_keys) text += "- " + key + "\n";
+    text += "You should probably TRAIN this model on a down-stream task to be able to use it "
+            "for predictions and inference.\n";
+  }
   return text;
 }
 

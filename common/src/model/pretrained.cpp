@@ -32,6 +32,29 @@ std::string canonical_key(std::string key) {
   return key;
 }
 
+// The file that holds the weights: model.safetensors, or the shard index.
+std::string weight_file(const fs::path& dir) {
+  const fs::path single = dir / "model.safetensors";
+  return (fs::exists(single) ? single : dir / "model.safetensors.index.json").string();
+}
+
+// A classifier trained for another label count is the common case (a checkpoint fine-tuned on
+// MNLI's 3 labels, run on RTE's 2): transformers refuses it unless told to start a fresh head.
+std::string mismatch_error(const fs::path& dir, const std::string& name, at::IntArrayRef stored,
+                           at::IntArrayRef expected, int64_t num_labels) {
+  std::string message = weight_file(dir) + ": " + name + " has shape " + shape_string(stored) +
+                        " in the checkpoint but the model expects " + shape_string(expected);
+  if (key_starts_with(name, "classifier.") && !stored.empty()) {
+    message += ": the checkpoint's classifier has " + std::to_string(stored[0]) +
+               " labels, the model is built for " + std::to_string(num_labels) +
+               ". Pass --ignore_mismatched_sizes to start a fresh classifier (transformers' "
+               "ignore_mismatched_sizes=True), or use a checkpoint trained for this task";
+  } else {
+    message += " (built from config.json): do config.json and the weights belong together?";
+  }
+  return message;
+}
+
 }  // namespace
 
 BertForSequenceClassification from_pretrained(const fs::path& dir, const BertOverrides& overrides,
@@ -86,9 +109,14 @@ BertForSequenceClassification from_pretrained(const fs::path& dir, const BertOve
       }
       const torch::Tensor& stored = it->second;
       if (stored.sizes() != item.value().sizes()) {
-        throw Error(source + ": " + name + " has shape " + shape_string(stored.sizes()) +
-                    " in the checkpoint but " + shape_string(item.value().sizes()) +
-                    " in the model built from config.json");
+        if (!overrides.ignore_mismatched_sizes) {
+          throw Error(mismatch_error(dir, name, stored.sizes(), item.value().sizes(), config.num_labels));
+        }
+        found.mismatched_keys.push_back(name + ": found shape " + shape_string(stored.sizes()) +
+                                        " in the checkpoint and " + shape_string(item.value().sizes()) +
+                                        " in the model");
+        used.insert(name);  // read, not unexpected: it is reported as mismatched
+        continue;
       }
       item.value().copy_(stored.to(item.value().dtype()));
       used.insert(name);

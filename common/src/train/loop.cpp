@@ -2,10 +2,12 @@
 #include "dtlab/train/loop.h"
 
 #include <fmt/format.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <vector>
 
 #include "dtlab/core/error.h"
 #include "dtlab/dist/netdev.h"
@@ -36,22 +38,82 @@ void average_over_ranks(Run& run, std::vector<double>& values, const std::string
 // (`tokens` below carries every rank's loss of every step), and there every rank throws the same
 // sentence, naming the first such step and the ranks whose loss it was. One process stops at the
 // step itself. tests/train_core_test.cpp (TrainLoop) runs both.
-std::string non_finite_loss(const std::vector<int>& ranks, const std::vector<double>& losses, int64_t step) {
+//
+// At step 1 no update has happened yet, so the learning rate cannot be the cause: the advice
+// names the first parameter that held a non-finite value before that step (a broken
+// checkpoint), or says the weights were finite and points at the data. The weights are looked
+// at once, before step 1 (the step's update would spread a NaN to all of them); with ranks, each
+// rank's finding is gathered (a pipeline's stages hold different weights), so the words stay
+// the same on every rank.
+std::string non_finite_loss(const std::vector<int>& ranks, const std::vector<double>& losses, int64_t step,
+                            const std::string& non_finite_weight) {
   std::string who, values;
   for (size_t i = 0; i < ranks.size(); ++i) {
     who += fmt::format("{}{}", i ? ", " : "", ranks[i]);
     values += fmt::format("{}{}", i ? ", " : "", losses[i]);
   }
-  return fmt::format("{} {}: the loss is {} at step {}: lower --learning_rate or check the data",
-                     ranks.size() == 1 ? "rank" : "ranks", who, values, step);
+  const std::string advice =
+      step != 1 ? ": lower --learning_rate or check the data"
+      : !non_finite_weight.empty()
+          ? ", before any update: the weights are not finite (" + non_finite_weight +
+                "): check the checkpoint (--model_name_or_path)"
+          : ", before any update, with every weight finite: check the data";
+  return fmt::format("{} {}: the loss is {} at step {}{}", ranks.size() == 1 ? "rank" : "ranks", who,
+                     values, step, advice);
+}
+
+// "NAME holds nan (first at [i, j])" for the first parameter, in named_parameters order, with
+// an element that is NaN or infinite; "" when every one is finite. One pass over the weights.
+std::string first_non_finite_parameter(const torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : module.named_parameters()) {
+    const torch::Tensor flat = item.value().detach().flatten();
+    const torch::Tensor bad = torch::logical_not(torch::isfinite(flat));
+    if (!bad.any().item<bool>()) continue;
+    int64_t offset = bad.nonzero()[0][0].item<int64_t>();
+    const double value = flat[offset].item<double>();
+    // The flat offset as an index of each dimension, last dimension fastest (row-major).
+    std::vector<int64_t> index(static_cast<size_t>(item.value().dim()));
+    for (int64_t d = item.value().dim() - 1; d >= 0; --d) {
+      index[static_cast<size_t>(d)] = offset % item.value().size(d);
+      offset /= item.value().size(d);
+    }
+    return fmt::format("{} holds {} (first at [{}])", item.key(), value, fmt::join(index, ", "));
+  }
+  return "";
+}
+
+// Note [A non-finite loss]: what first_non_finite_parameter said on each rank, as
+// "rank 1: NAME holds nan (first at [0, 3]); ..." (the ranks whose weights were finite left
+// out), the same words on every rank; "" when every rank's weights were finite. A collective:
+// every rank calls it, or none.
+constexpr int64_t kWeightNameChars = 512;  // room for a parameter name, a value and an index
+std::string weights_of_every_rank(Run& run, const std::string& mine) {
+  torch::Tensor chars = torch::zeros({kWeightNameChars}, torch::kInt64);
+  auto c = chars.accessor<int64_t, 1>();
+  for (size_t i = 0; i < mine.size() && i + 1 < static_cast<size_t>(kWeightNameChars); ++i) {
+    c[static_cast<int64_t>(i)] = static_cast<unsigned char>(mine[i]);
+  }
+  std::string all;
+  const std::vector<torch::Tensor> gathered = run.group->all_gather(chars, "non-finite weights");
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    std::string name;
+    const torch::Tensor t = gathered[r].cpu();
+    const auto c = t.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < kWeightNameChars && c[i] != 0; ++i) name += static_cast<char>(c[i]);
+    if (!name.empty()) all += fmt::format("{}rank {}: {}", all.empty() ? "" : "; ", r, name);
+  }
+  return all;
 }
 
 // Examples, real tokens and padded tokens of each step, summed over the ranks: minibatches of
 // translation pairs differ in length from rank to rank, so rank 0's count times the world size
 // would be a guess. The same exchange carries every rank's own loss of each step (a column per
 // rank, zero but its own), so that every rank can name a non-finite one (Note [A non-finite
-// loss]); returns the first such step's error, or "".
-std::string sum_over_ranks(Run& run, std::vector<report::IterationRecord>& records, int ranks_per_batch) {
+// loss]); returns the first such step's error, or "". non_finite_weight: what
+// first_non_finite_parameter said before step 1 on this rank.
+std::string sum_over_ranks(Run& run, std::vector<report::IterationRecord>& records, int ranks_per_batch,
+                           const std::string& non_finite_weight) {
   if (!run.group || records.empty()) return "";
   const int world = run.world();
   torch::Tensor t = torch::zeros({static_cast<int64_t>(records.size()), 3 + world}, torch::kFloat64);
@@ -77,7 +139,11 @@ std::string sum_over_ranks(Run& run, std::vector<report::IterationRecord>& recor
       ranks.push_back(r);
       losses.push_back(sums[row][3 + r]);
     }
-    if (error.empty() && !ranks.empty()) error = non_finite_loss(ranks, losses, records[i].step);
+    if (error.empty() && !ranks.empty()) {
+      // Every rank sees the same sums, so every rank makes this exchange or none does.
+      const std::string weights = records[i].step == 1 ? weights_of_every_rank(run, non_finite_weight) : "";
+      error = non_finite_loss(ranks, losses, records[i].step, weights);
+    }
   }
   return error;
 }
@@ -145,6 +211,8 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
     if (name != "lo") link = name;
   }
   const bool profile = run.lead() && !plan.profile_dir.empty();
+  // Note [A non-finite loss]: the weights before any update, named if step 1's loss is not finite.
+  const std::string non_finite_weight = state.module ? first_non_finite_parameter(*state.module) : "";
   report::StepProfiler profiler(plan.profile_dir, run.world() > 1 ? run.name + ", rank 0" : run.name,
                                 report::kProfileFirstStep, profile ? report::kProfileSteps : 0);
   for (int epoch = 1; epoch <= plan.epochs && steps < plan.total_steps; ++epoch) {
@@ -170,7 +238,9 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
       const dist::InterfaceCounters after = link ? dist::read_counters(*link) : dist::InterfaceCounters{};
       ++steps;
       // Note [A non-finite loss]: with ranks, said at the epoch's end by every rank.
-      if (!run.group && !std::isfinite(r.loss)) throw Error(non_finite_loss({run.rank()}, {r.loss}, steps));
+      if (!run.group && !std::isfinite(r.loss)) {
+        throw Error(non_finite_loss({run.rank()}, {r.loss}, steps, non_finite_weight));
+      }
       // This rank's counts; summed over the ranks at the end of the epoch.
       report::IterationRecord record;
       record.step = steps;
@@ -203,7 +273,8 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
     std::vector<double> losses;
     for (const auto& rec : records) losses.push_back(rec.loss);
     average_over_ranks(run, losses, "loss");
-    const std::string non_finite = sum_over_ranks(run, records, std::max(plan.ranks_per_batch, 1));
+    const std::string non_finite =
+        sum_over_ranks(run, records, std::max(plan.ranks_per_batch, 1), non_finite_weight);
     if (!non_finite.empty()) throw Error(non_finite);  // every rank, the same words
     double loss_sum = 0;
     for (size_t i = 0; i < records.size(); ++i) {

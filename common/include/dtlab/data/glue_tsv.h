@@ -28,7 +28,8 @@ GlueTask glue_task(const std::string& name);
 
 // The text of RTE's train.tsv or dev.tsv (`source` names it in errors): a header line
 // "index sentence1 sentence2 label" then one example per line, fields separated by tabs, no
-// quoting, lines ended by "\n" or "\r\n". A line with the wrong number of fields, a missing
+// quoting, lines ended by "\n" or "\r\n", a UTF-8 byte-order mark before the header skipped (as
+// Python's "utf-8-sig" does). A line with the wrong number of fields, a missing
 // header or an unknown label is a dtlab::Error "SOURCE:LINE: ..." that says what was expected.
 std::vector<InputExample> parse_rte_tsv(std::string_view text, const std::string& source,
                                         const std::string& set_type);

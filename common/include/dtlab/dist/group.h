@@ -63,7 +63,10 @@ struct InFlight;  // a c10d work item and its record (dist/group.cpp)
 }
 
 // An operation in flight (DDP launches all_reduces from autograd hooks; pipelines send and
-// receive while they compute).
+// receive while they compute). Keep it until wait(): one destroyed or overwritten before wait()
+// makes this rank's next operation on the group throw a DistError naming it ("send #3
+// (activation 1) to rank 1 was never waited for", Note [A dropped PendingWork] in
+// dist/group.cpp). It must not outlive its Group.
 class PendingWork {
  public:
   PendingWork();

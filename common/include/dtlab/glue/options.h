@@ -31,6 +31,7 @@ struct GlueOptions {
   int warmup_steps = 0;
   uint64_t seed = 42;
   std::optional<double> dropout;  // overrides every dropout probability of config.json
+  bool ignore_mismatched_sizes = false;  // a checkpoint weight of another shape starts afresh
   int threads = 0;                // 0: the cores available to this process
   int log_first_steps = 5;        // print the loss of each of the first N minibatches
   double progress_seconds = 10;   // then a progress line at most this often

@@ -142,7 +142,9 @@ TORCH_MODULE(BertForSequenceClassification);
 // the "bert." submodule; legacy "LayerNorm.gamma/beta" names map to "weight/bias"; pre-training
 // heads ("cls.*") and "bert.embeddings.position_ids" are ignored. Missing weights keep their
 // fresh initialisation and are listed in *report (a fresh classifier is expected for a
-// pre-trained checkpoint). A shape mismatch is a dtlab::Error naming the key and both shapes.
+// pre-trained checkpoint). A shape mismatch is a dtlab::Error naming the weight file, the key and
+// both shapes, unless overrides.ignore_mismatched_sizes: then that weight keeps its fresh
+// initialisation and is listed in report->mismatched_keys (Hugging Face's behaviour).
 // A folder with only pytorch_model.bin is a dtlab::Error that gives the conversion command.
 BertForSequenceClassification from_pretrained(const std::filesystem::path& dir,
                                               const BertOverrides& overrides = {},

@@ -44,6 +44,11 @@ struct BertOverrides {
   std::optional<double> attention_probs_dropout_prob;
   std::optional<double> classifier_dropout;
   std::optional<int64_t> num_labels;
+  // Not a config field but how from_pretrained loads (transformers' ignore_mismatched_sizes):
+  // a checkpoint tensor whose shape differs from the model's (a classifier trained for another
+  // label count) keeps the fresh initialisation and is listed in the LoadReport, instead of
+  // being an error. apply() leaves it alone.
+  bool ignore_mismatched_sizes = false;
 
   // Sets all three dropout probabilities (hidden, attention, classifier) to p.
   static BertOverrides dropout(double p);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ struct Group::State {
   // the same store and network device. Set by init_process_group and by the tests' thread
   // ranks; null where a group cannot have sub-groups.
   std::function<c10::intrusive_ptr<C10dBackend>(const std::string&, int, int)> make_backend;
+  // Note [A dropped PendingWork] (dist/group.cpp): the first operation whose PendingWork was
+  // destroyed before wait(), said by this rank's next operation. The mutex: DDP's works are made
+  // on the autograd thread.
+  std::mutex dropped_mutex;
+  std::string dropped;
 };
 
 // The first line of an exception's message, without c10's backtrace: how dist's errors quote
