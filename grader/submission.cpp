@@ -42,8 +42,9 @@ std::string compiler_errors(const std::string& output) {
 // Except the unit suites among those tests: the configure reads every unit suite's source for its
 // TEST names (dtlab_unit_suite, cmake/Dtlab.cmake), and fails on an unreadable one. Such a file is
 // no answer to #include: its TESTs need GoogleTest's library, which a submission does not link,
-// and pipeline_test.cpp's schedule comes from fill_drain.h, which stays hidden.
-constexpr const char* kReadByConfigure[] = {"tests/pipeline_test.cpp"};
+// and pipeline_test.cpp's schedule comes from fill_drain.h, stage_simulate_test.cpp's lists from
+// stage_lists.h, which stay hidden.
+constexpr const char* kReadByConfigure[] = {"tests/pipeline_test.cpp", "tests/stage_simulate_test.cpp"};
 
 std::vector<fs::path> hidden_from_compile(const fs::path& source_dir, const fs::path& build_dir,
                                           const fs::path& results_dir) {

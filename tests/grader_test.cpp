@@ -257,6 +257,7 @@ TEST(Grader, ReleaseHasNoSolutionsAndKeepsEverythingElse) {
   EXPECT_FALSE(fs::exists(out / "docs/STUDENTS.md"));
   // No answers (Note [No answers in the release]) and no instructors' notes.
   for (const char* gone : {"tests/fill_drain.h", "tests/pipeline_test.cpp", "tests/pp_schedule_test.cpp",
+                           "tests/stage_lists.h", "tests/stage_simulate_test.cpp",
                            "tests/gpu_test.cpp", "docs/instructors"}) {
     EXPECT_FALSE(fs::exists(out / gone)) << gone;
   }

@@ -1,6 +1,7 @@
 // Per-rank pipeline schedules: the reference GPipe and 1F1B lists (the pp exercise's solution,
 // solutions/pp/schedule.cpp, compiled in) against the kit's closed-form lists and the simulator.
-// The simulator's own suite, on lists that need no solution, is stage_simulate_test.
+// The simulator's own suite, on hand-written lists and those of stage_lists.h, is
+// stage_simulate_test.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,31 +37,11 @@ std::vector<StageSchedule> stage_schedules(ScheduleKind kind, int stages, int mi
 
 constexpr int kMax = 8;  // the grader's loop: every stages and micro-batch count in 1..kMax
 
-Action F(int i) { return {StageOp::kForward, i}; }
-Action B(int i) { return {StageOp::kBackward, i}; }
+using stage_lists::B;
+using stage_lists::F;
+using stage_lists::parse;
 
-// "F0 F1 B0" -> the list, so the expected lists read as the tables of the handout.
-StageSchedule parse(const std::string& text) {
-  StageSchedule list;
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t space = std::min(text.find(' ', at), text.size());
-    const int micro = std::stoi(text.substr(at + 1, space - at - 1));
-    list.push_back(text[at] == 'F' ? F(micro) : B(micro));
-    at = space + 1;
-  }
-  return list;
-}
-
-// The dtlab::Error message of `run`, or "" when it throws none.
-std::string error_of(const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const dtlab::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using stage_lists::error_of;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -159,7 +159,7 @@ TEST(ReleaseGuard, TheKitsReleaseShipsNoTodosReferenceCode) {
 TEST(Release, LeavesOutTheTestsThatHoldAnswersAndTheInstructorsNotes) {
   using dtlab::grader::left_out_of_release;
   for (const char* path : {"tests/fill_drain.h", "tests/pipeline_test.cpp", "tests/pp_schedule_test.cpp",
-                           "tests/gpu_test.cpp", "docs/instructors/STAGE_SCHEDULE_MUTANTS.md", "solutions/pp/schedule.cpp"}) {
+                           "tests/stage_lists.h", "tests/stage_simulate_test.cpp", "tests/gpu_test.cpp", "docs/instructors/STAGE_SCHEDULE_MUTANTS.md", "solutions/pp/schedule.cpp"}) {
     EXPECT_TRUE(left_out_of_release(path)) << path;
   }
   for (const char* path : {"tests/release_test.cpp", "tests/sampler_test.cpp", "docs/STAGE_SCHEDULES.md",

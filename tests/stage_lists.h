@@ -1,13 +1,43 @@
 // GPipe's and 1F1B's per-stage lists written from their definitions (handouts/pp.md), for the
-// tests: the simulator's suite runs them without the pp solution, and pp_schedule_test holds the
-// reference builders to them.
+// tests: the simulator's suite runs them, and pp_schedule_test holds the reference builders to
+// them. They answer the pp exercise's TODOs: the student release leaves this file and its users out
+// (grader/release.cpp).
 #pragma once
 
 #include <algorithm>
+#include <functional>
+#include <string>
 
+#include "dtlab/core/error.h"
 #include "dtlab/pipeline/stage_schedule.h"
 
 namespace stage_lists {
+
+inline dtlab::pipeline::Action F(int i) { return {dtlab::pipeline::StageOp::kForward, i}; }
+inline dtlab::pipeline::Action B(int i) { return {dtlab::pipeline::StageOp::kBackward, i}; }
+
+// "F0 F1 B0" -> the list, so the expected lists read as the tables of the handout.
+inline dtlab::pipeline::StageSchedule parse(const std::string& text) {
+  dtlab::pipeline::StageSchedule list;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t space = std::min(text.find(' ', at), text.size());
+    const int micro = std::stoi(text.substr(at + 1, space - at - 1));
+    list.push_back(text[at] == 'F' ? F(micro) : B(micro));
+    at = space + 1;
+  }
+  return list;
+}
+
+// The dtlab::Error message of `run`, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const dtlab::Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // F0 .. F(m-1), then B0 .. B(m-1), on every stage.
 inline dtlab::pipeline::StageSchedule gpipe_list(int /*stage*/, int /*stages*/, int m) {
