@@ -12,10 +12,7 @@
 #  * paths relative to the checkout (base_dir = the source folder, and the working folder left out
 #    of the hash, hash_dir off): a clone in another folder compiles the same command lines and so
 #    hits. CMake's unity files and its precompiled header include sources by absolute path, which
-#    ccache's preprocessor mode hashes relative to base_dir; but __FILE__ in such a source (every
-#    GoogleTest assertion has one) would expand to the clone's absolute path, so -fmacro-prefix-map
-#    writes it relative to the checkout ("./tests/x.cpp") in every build: without it the unit-test
-#    batches missed in every other clone (80 of 89 compiles hit in a fresh clone, 9 missed);
+#    ccache's preprocessor mode hashes relative to base_dir;
 #  * the precompiled header: ccache caches the .gch itself and the units that -include it, with
 #    the sloppiness its manual asks for (pch_defines, time_macros; include_file_mtime/ctime for
 #    files a fresh clone has just written);
@@ -32,10 +29,6 @@ else()
   set(dtlab_ccache_default ON)
 endif()
 option(DTLAB_CCACHE "Compile through ccache (Note [Compiler cache])" ${dtlab_ccache_default})
-
-# For every build, cached or not, so that a build's objects do not depend on whether it was:
-# __FILE__ relative to the checkout (ccache leaves the map's old path out of its hash).
-add_compile_options(-fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=./)
 
 if(DTLAB_CCACHE)
   find_program(DTLAB_CCACHE_PROGRAM ccache)
