@@ -24,10 +24,14 @@ if [[ -s $log ]] && command -v ccache >/dev/null; then
       printf "%s: %d of %d compiles from the compiler cache (%.0f%%)%s\n", build, hits, total, rate, note
     }'
 elif [[ $status -eq 0 ]]; then
-  if grep -q ccache_launcher "$build/CMakeCache.txt" 2>/dev/null; then
-    echo "$build: nothing compiled"
-  else
-    echo "$build: built without the compiler cache (DTLAB_CCACHE=OFF, or no ccache when it was configured)"
-  fi
+  case "${DTLAB_CCACHE:-ON}" in
+    OFF | off | Off | 0 | NO | no | FALSE | false) echo "$build: built without the compiler cache (DTLAB_CCACHE=OFF)" ;;
+    *)
+      if grep -qs ccache_launcher "$build/CMakeFiles/rules.ninja" "$build/build.ninja"; then
+        echo "$build: nothing compiled"
+      else
+        echo "$build: built without the compiler cache (no ccache when it was configured)"
+      fi ;;
+  esac
 fi
 exit $status
