@@ -12,7 +12,9 @@
 #  * paths relative to the checkout (base_dir = the source folder, and the working folder left out
 #    of the hash, hash_dir off): a clone in another folder compiles the same command lines and so
 #    hits. CMake's unity files and its precompiled header include sources by absolute path, which
-#    ccache's preprocessor mode hashes relative to base_dir;
+#    ccache's preprocessor mode hashes relative to base_dir; what still misses in another clone
+#    is a unity batch that expands __FILE__ (every GoogleTest assertion does: the unit-test
+#    batches) and build_paths.cpp (Note [Build paths]), 9 of 89 compiles (docs/MEASUREMENTS.md);
 #  * the precompiled header: ccache caches the .gch itself and the units that -include it, with
 #    the sloppiness its manual asks for (pch_defines, time_macros; include_file_mtime/ctime for
 #    files a fresh clone has just written);
