@@ -30,9 +30,7 @@ using dtlab::pp::one_f_one_b_schedule;
 
 // Every stage's list of the reference builder of `kind`.
 std::vector<StageSchedule> stage_schedules(ScheduleKind kind, int stages, int micro_batches) {
-  return dtlab::pipeline::stage_schedules(
-      kind == ScheduleKind::kGPipe ? dtlab::pipeline::ScheduleBuilder(gpipe_schedule) : one_f_one_b_schedule, stages,
-      micro_batches);
+  return stage_lists::stage_schedules_of(gpipe_schedule, one_f_one_b_schedule, kind, stages, micro_batches);
 }
 
 constexpr int kMax = 8;  // the grader's loop: every stages and micro-batch count in 1..kMax

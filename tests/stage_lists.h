@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "dtlab/core/error.h"
 #include "dtlab/pipeline/stage_schedule.h"
@@ -27,6 +28,15 @@ inline dtlab::pipeline::StageSchedule parse(const std::string& text) {
     at = space + 1;
   }
   return list;
+}
+
+// Every stage's list of `kind`, from GPipe's and 1F1B's builders (the reference's, or those above).
+inline std::vector<dtlab::pipeline::StageSchedule> stage_schedules_of(dtlab::pipeline::ScheduleBuilder gpipe,
+                                                                      dtlab::pipeline::ScheduleBuilder one_f_one_b,
+                                                                      dtlab::pipeline::ScheduleKind kind, int stages,
+                                                                      int micro_batches) {
+  return dtlab::pipeline::stage_schedules(kind == dtlab::pipeline::ScheduleKind::kGPipe ? gpipe : one_f_one_b, stages,
+                                          micro_batches);
 }
 
 // The dtlab::Error message of `run`, or "" when it throws none.
