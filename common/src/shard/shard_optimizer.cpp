@@ -1,0 +1,53 @@
+// AdamW on one rank's shard, see shard/shard_optimizer.h.
+#include "dtlab/shard/shard_optimizer.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "dtlab/core/error.h"
+
+namespace dtlab::shard {
+
+std::unique_ptr<torch::optim::AdamW> make_shard_adamw(FlatParameters& flat, int rank, torch::Tensor shard_gradients,
+                                                      const train::OptimizerOptions& o) {
+  if (!(o.learning_rate > 0)) throw Error("--learning_rate must be positive");
+  if (o.weight_decay < 0) throw Error("--weight_decay must not be negative");
+  const ShardLayout& layout = flat.layout();
+  if (!shard_gradients.defined() || shard_gradients.dim() != 1 || shard_gradients.numel() != layout.shard_numel() ||
+      shard_gradients.scalar_type() != torch::kFloat) {
+    throw Error(fmt::format("the shard's gradients must be a float buffer of {} elements (one piece of {})",
+                            layout.shard_numel(), layout.padded_numel()));
+  }
+  const torch::Tensor values = flat.shard(flat.values(), rank);
+  const int64_t begin = layout.begin(rank);
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const SegmentPiece& piece : pieces_in(flat.segments(), begin, layout.end(rank))) {
+    torch::Tensor part = values.narrow(0, piece.offset - begin, piece.count);
+    // Not a leaf of any graph: its gradient is the caller's buffer, set once.
+    part.mutable_grad() = shard_gradients.narrow(0, piece.offset - begin, piece.count);
+    (piece.segment->exempt_from_weight_decay ? no_decay : decay).push_back(part);
+  }
+  auto options = [&](double weight_decay) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon).weight_decay(weight_decay));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, options(o.weight_decay));
+  groups.emplace_back(no_decay, options(0.0));
+  return std::make_unique<train::AdamW>(groups, torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon));
+}
+
+int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {
+  int64_t total = 0;
+  for (const auto& entry : optimizer.state()) {
+    if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(entry.second.get())) {
+      for (const torch::Tensor* t : {&adamw->exp_avg(), &adamw->exp_avg_sq(), &adamw->max_exp_avg_sq()}) {
+        if (t->defined()) total += t->numel() * static_cast<int64_t>(t->element_size());
+      }
+    }
+  }
+  return total;
+}
+
+}  // namespace dtlab::shard
