@@ -90,21 +90,36 @@ const std::vector<pipeline::StageSchedule>& StageRankTrainer::schedules(int m) {
   return checked_.emplace(m, std::move(lists)).first->second;
 }
 
-void StageRankTrainer::exchange_tied_gradient() {
-  torch::Tensor& grad = model_->transformer->wte->weight.mutable_grad();
-  if (!grad.defined()) grad = torch::zeros_like(model_->transformer->wte->weight);
-  const int peer = grid_.rank_of(grid_.pipeline, grid_.stage == 0 ? grid_.stages - 1 : 0);
+void exchange_tied_gradient(dist::Group& group, torch::Tensor& grad, int peer, bool first_stage) {
   torch::Tensor theirs = torch::empty_like(grad);
-  dist::PendingWork sent = world_.send_async(grad, peer, "tied embedding gradient");
-  world_.recv(theirs, peer, "tied embedding gradient");
+  // Note [One stream per pair] (dist/p2p_order.h): the lower rank posts its send first, the higher
+  // its receive first. Both sending first completes on Gloo but deadlocks NCCL above its p2p
+  // buffer, and GPT-2 small's tied gradient is 154 MB.
+  const std::string tag = "tied embedding gradient";
+  dist::PendingWork sent, received;
+  if (group.rank() < peer) {
+    sent = group.send_async(grad, peer, tag);
+    received = group.recv_async(theirs, peer, tag);
+  } else {
+    received = group.recv_async(theirs, peer, tag);
+    sent = group.send_async(grad, peer, tag);
+  }
+  received.wait();
   sent.wait();
   // The same sum on both: the first stage adds the head's part to its own, the last the
   // embeddings' part to its own, in that order on both, so that the two copies stay bit-equal.
-  if (grid_.stage == 0) {
+  if (first_stage) {
     grad.add_(theirs);
   } else {
     grad = theirs.add_(grad);
   }
+}
+
+void StageRankTrainer::exchange_tied_gradient() {
+  torch::Tensor& grad = model_->transformer->wte->weight.mutable_grad();
+  if (!grad.defined()) grad = torch::zeros_like(model_->transformer->wte->weight);
+  const int peer = grid_.rank_of(grid_.pipeline, grid_.stage == 0 ? grid_.stages - 1 : 0);
+  lm::exchange_tied_gradient(world_, grad, peer, grid_.stage == 0);
 }
 
 void StageRankTrainer::average_over_pipelines() {

@@ -55,6 +55,12 @@ struct StageGrid {
   int rank_of(int pipeline_index, int stage_index) const { return pipeline_index * stages + stage_index; }
 };
 
+// The tied embedding's gradient summed between the first stage and the last of one pipeline: each
+// sends its grad to peer and adds peer's, the same sum in the same order on both (first_stage:
+// this rank holds the embeddings). Sends and receives in an order NCCL can pair (Note [One
+// stream per pair] in dist/p2p_order.h). grad must be contiguous, on the group's device.
+void exchange_tied_gradient(dist::Group& group, torch::Tensor& grad, int peer, bool first_stage);
+
 // The grid of `world` ranks for `stages` stages: an Error naming --stages unless it divides the
 // world size.
 StageGrid plan_stage_grid(int world, int rank, int stages, int micro_batches, pipeline::ScheduleKind schedule,
