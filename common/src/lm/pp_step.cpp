@@ -160,7 +160,8 @@ void StageRankTrainer::clip(double max_norm) {
 
 void StageRankTrainer::record(int64_t step, const pipeline::StageStep& stage_step) {
   peak_stored_ = std::max(peak_stored_, stage_step.peak_stored());
-  peak_bytes_ = std::max(peak_bytes_, stage_step.peak_stored_bytes());
+  peak_held_ = std::max(peak_held_, stage_step.peak_held());
+  peak_bytes_ = std::max(peak_bytes_, stage_step.peak_held_bytes());
   constexpr int64_t kTimelineStep = 3;  // after the first steps' allocations
   if (step <= kTimelineStep) {
     timeline_step_ = step;
@@ -274,8 +275,8 @@ void StageRankTrainer::gather_model() {
 
 nlohmann::json StageRankTrainer::summary() {
   // Every rank's peaks and timeline, gathered (the same shapes on every rank: 2m records each).
-  torch::Tensor peaks = torch::tensor({static_cast<double>(peak_stored_), static_cast<double>(peak_bytes_)},
-                                      torch::kFloat64);
+  torch::Tensor peaks = torch::tensor({static_cast<double>(peak_stored_), static_cast<double>(peak_bytes_),
+                                       static_cast<double>(peak_held_)}, torch::kFloat64);
   const std::vector<torch::Tensor> all_peaks = world_.all_gather(peaks, "pipeline peaks");
   torch::Tensor mine = torch::zeros({static_cast<int64_t>(timeline_.size()), 4}, torch::kFloat64);
   for (size_t k = 0; k < timeline_.size(); ++k) {
@@ -293,13 +294,17 @@ nlohmann::json StageRankTrainer::summary() {
   j["micro_batches"] = grid_.micro_batches;
   j["schedule"] = pipeline::schedule_kind_name(grid_.schedule);
   j["layer_stages"] = grid_.layer_stages;
-  std::vector<int> stored;
+  std::vector<int> stored, held;
   std::vector<int64_t> bytes;
   for (const torch::Tensor& t : all_peaks) {
     stored.push_back(static_cast<int>(t[0].item<double>()));
     bytes.push_back(static_cast<int64_t>(t[1].item<double>()));
+    held.push_back(static_cast<int>(t[2].item<double>()));
   }
-  j["peak_stored_micro_batches"] = stored;  // per rank
+  // Per rank. Stored: for the backward (the schedule's count). Held: stored or in a send not yet
+  // waited for, and peak_activation_bytes their bytes (Note [Held, not only stored]).
+  j["peak_stored_micro_batches"] = stored;
+  j["peak_held_micro_batches"] = held;
   // Note [Bytes of a stage rank]: per rank, per step (steps 2 on).
   const double steps = std::max<int64_t>(measured_steps_, 1);
   torch::Tensor traffic = torch::tensor({predicted_tx_ / steps, measured_tx_ / steps, measured_rx_ / steps,

@@ -117,7 +117,7 @@ class StageRankTrainer {
   std::vector<torch::Tensor> my_parameters_;  // the tied weight once, on the stages that use it
   bool shares_tied_weight_ = false;           // the first or the last stage of several, tied
   std::map<int, std::vector<pipeline::StageSchedule>> checked_;
-  int peak_stored_ = 0;
+  int peak_stored_ = 0, peak_held_ = 0;  // Note [Held, not only stored] (pipeline/stage_step.h)
   int64_t peak_bytes_ = 0;
   int64_t timeline_step_ = 0;
   std::vector<pipeline::ActionRecord> timeline_;  // this rank's, at timeline_step_
