@@ -83,6 +83,9 @@ const std::vector<Mutant> kPpMutants = {
     {"pp", "blocking_send", "losses-1f1b", "error", "(activation 1) failed", 3 * kTimeout + 120},
     // Note [A dropped PendingWork]: named at the rank's next operation, long before the timeout.
     {"pp", "dropped_send", "losses-1f1b", "error", "(activation 0) to rank 1 was never waited for", 120},
+    // Note [Held, not only stored]: sends waited for only at the end keep 1F1B's stage 0 holding all 7.
+    {"pp", "sends_held_to_end", "memory", "wrong number",
+     "stage rank 0 held the activations of 7 micro-batches at once, stored or in sends not yet waited for", 180},
 };
 
 std::string mutants_binary(const std::string& exercise) {
@@ -180,6 +183,13 @@ const std::vector<FairCase> kFairCases = {
     {"dp", "whole_dataset",
      {{"partition", "wrong number"}, {"gradients", "passed"}, {"losses-2", "passed"}},
      {{"partition", "reads all 5000 examples"}}},
+    // Note [A pipeline's causality] (grader/checks_pp.cpp): stage ranks that never send or receive
+    // run every action, so counts and busy times look right; the builders are right. It loses the
+    // 5 points of memory, overlap and timing, and keeps the schedules' 4.
+    {"pp", "no_communication",
+     {{"schedules", "passed"}, {"memory", "wrong number"}, {"overlap", "wrong number"}, {"timing", "wrong number"}},
+     {{"memory", "these stages did not talk"}, {"overlap", "these stages did not talk"},
+      {"timing", "these stages did not talk"}}},
 };
 
 class FairGrading : public ::testing::TestWithParam<FairCase> {};
