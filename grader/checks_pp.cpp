@@ -68,8 +68,9 @@ std::string builder_of(const std::string& kind) { return kind == "gpipe" ? "gpip
 // activation, and its backward only once stage s+1 has sent it the gradient. So on the timeline
 // (every rank's actions on the one clock of this machine) F(i) on s starts after F(i) ended on
 // s-1, and B(i) on s after B(i) ended on s+1; without a tolerance, since the end is recorded
-// before the send and the start after the receive. Each of those checks first requires it of its
-// runs, so that a run without messages earns none of their points.
+// before the send and the start after the receive. Each of those checks (and order, whose
+// message order a run without messages would pass) first requires it of its runs, so that a run
+// without messages earns none of their points.
 std::optional<Verdict> not_causal(const nlohmann::json& results, const std::string& label) {
   const nlohmann::json* timeline = nullptr;
   if (results.contains("pp") && results.at("pp").contains("timeline")) timeline = &results.at("pp").at("timeline");
@@ -321,6 +322,37 @@ Verdict overlap(Runner& runner, const std::string& e) {
   return {Status::kPassed, fmt::format("{}: {}", label, numbers)};
 }
 
+// Note [One stream per pair] (dist/p2p_order.h): NCCL runs a pair's sends and receives on one
+// stream in posting order, and Gloo does not, so a protocol whose neighbours both send first works
+// here and hangs on GPUs. The runtime gathered the timeline step's posted order of every rank and
+// checked it (results.json's pp.p2p_order); the 1F1B runs are judged, where the steady state
+// has neighbours that each send and receive, and 2 pipelines x 2 stages adds the tied gradient's
+// exchange between the first and the last stage.
+Verdict order(Runner& runner, const std::string& e) {
+  std::string summary;
+  for (const PpRun& p : pp_runs()) {
+    if (p.schedule != "1f1b") continue;
+    const Run& run = run_of(runner, e, p);
+    if (run.failure) return *run.failure;
+    if (auto wrong = not_causal(run.results, p.label)) return *wrong;
+    const nlohmann::json* o = nullptr;
+    if (run.results.contains("pp") && run.results.at("pp").contains("p2p_order")) o = &run.results.at("pp").at("p2p_order");
+    if (!o || !o->contains("problem")) {
+      return {Status::kError, fmt::format("{}: results.json has no pp.p2p_order", p.label)};
+    }
+    const std::string problem = o->at("problem").get<std::string>();
+    if (!problem.empty()) {
+      return {Status::kWrongNumber,
+              fmt::format("{}, step {}: {}. Gloo ran it; NCCL would not. After a backward whose next action is a "
+                          "forward, post that forward's receive (recv_async) before sending the gradient back",
+                          p.label, o->value("step", 0), problem)};
+    }
+    summary += fmt::format("\n  {}: every pair's sends and receives of step {} in an order NCCL pairs", p.label,
+                           o->value("step", 0));
+  }
+  return {Status::kPassed, fmt::format("{}: {}", e, summary)};
+}
+
 // Step 1's gradients, once final (the tied embedding's summed, averaged over the pipelines), equal
 // one process's on the same global batch: each stage rank dumps its stage's (train/rank_dump.h),
 // and together the ranks of every pipeline must hold every gradient of dtlab-gpt2's dump.
@@ -403,10 +435,13 @@ Verdict timing(Runner& runner, const std::string& e) {
       const auto& t = run.results.at("timing");
       const auto& p = run.results.value("pp", nlohmann::json::object());
       summary += fmt::format("\n  {} m={}: {:.1f} ms/step, bubble {:.2f} (GPipe's (n-1)/(m+n-1) = {:.2f}), peak "
-                             "micro-batches stored per stage rank [{}]", schedule, m, 1e3 * t.value("mean_seconds", 0.0),
+                             "micro-batches stored per stage rank [{}], held [{}], bytes held [{}]", schedule, m,
+                             1e3 * t.value("mean_seconds", 0.0),
                              p.value("timeline", nlohmann::json::object()).value("bubble_fraction", 0.0),
                              pipeline::ideal_bubble_fraction(m, 2),
-                             fmt::join(p.value("peak_stored_micro_batches", std::vector<int>{}), ", "));
+                             fmt::join(p.value("peak_stored_micro_batches", std::vector<int>{}), ", "),
+                             fmt::join(p.value("peak_held_micro_batches", std::vector<int>{}), ", "),
+                             fmt::join(p.value("peak_activation_bytes", std::vector<int64_t>{}), ", "));
     }
   }
   return {Status::kPassed, fmt::format("{}: {} iterations per run (first discarded; GPT-2 fixture, batch {}, 2 stage "
@@ -429,6 +464,9 @@ std::vector<CheckSpec> pp_checks(const std::string& e) {
   checks.push_back({e, "memory", "the stage ranks, talking as a pipeline, stored and held what their schedule implies: "
                                  "GPipe m, 1F1B min(n - stage, m)",
                     2, [e](Runner& r) { return c::memory(r, e); }});
+  checks.push_back({e, "order", "1F1B's sends and receives, and the tied gradient's, posted in an order NCCL can pair "
+                                "(on each pair the earlier stage sends first, the later receives first)", 1,
+                    [e](Runner& r) { return c::order(r, e); }});
   checks.push_back({e, "gradients", "step 1's gradients of GPipe and of 2 x 2 stage ranks equal one process's within "
                                     "1e-5", 2, [e](Runner& r) { return c::gradients(r, e); }});
   checks.push_back({e, "overlap", "the stage ranks compute at the same time: on one GPipe step's timeline (each action "

@@ -21,6 +21,10 @@
 //                     activation_buffer(i).zero_(), every backward gradient_buffer(i).zero_().
 //                     Every action runs, in order, so counts and busy times look like a
 //                     pipeline's; the timeline's causality must say it is not one
+//   late_receive      run_stage receives each forward's activation only when that forward
+//                     starts: right on Gloo, but in 1F1B's steady state both neighbours post a
+//                     send first, which NCCL's one stream per pair cannot run (Note [One stream
+//                     per pair])
 //   sends_held_to_end run_stage waits for its sends only at the end of the step (the kit's
 //                     reference before issue 35): right numbers, but stage 0 holds every
 //                     activation alive in its sends, and 1F1B's bound is not held
@@ -103,7 +107,7 @@ void run_stage(StageStep& step, const StageSchedule& schedule) {
   const bool blocking = mutant("blocking_send"), dropped = mutant("dropped_send"), held = mutant("sends_held_to_end");
   // The early receive of the reference (Note [One stream per pair]); the blocking sender writes
   // the plain loop without it, and serial_stages has received every activation already.
-  const bool early_receive = !blocking && !mutant("serial_stages");
+  const bool early_receive = !blocking && !mutant("serial_stages") && !mutant("late_receive");
   std::vector<dist::PendingWork> sends, kept_to_end;
   const auto send = [&](const torch::Tensor& t, int dst, const std::string& tag) {
     if (blocking) {

@@ -86,11 +86,12 @@ class StageRankTrainer {
   // rank trains only its stage's). A collective: every rank calls it at the same point.
   void gather_model();
 
-  // Per stage rank: the most micro-batches and bytes of activations stored at once; one step's
-  // timeline of every rank on one clock (seconds from the step's first action), and the bubble
-  // measured on it; the bytes each rank sends and receives per step, predicted from the
-  // boundaries' shapes and measured on its interface (steps 2 on). A collective (it gathers the
-  // ranks' figures).
+  // Per stage rank: the most micro-batches stored at once, and held (Note [Held, not only
+  // stored]) with their bytes; one step's timeline of every rank on one clock (seconds from the
+  // step's first action), and the bubble measured on it; whether that step's sends and receives
+  // were posted in an order NCCL can pair ("p2p_order", Note [One stream per pair]); the bytes
+  // each rank sends and receives per step, predicted from the boundaries' shapes and measured on
+  // its interface (steps 2 on). A collective (it gathers the ranks' figures).
   nlohmann::json summary();
 
  private:
@@ -121,6 +122,7 @@ class StageRankTrainer {
   int64_t peak_bytes_ = 0;
   int64_t timeline_step_ = 0;
   std::vector<pipeline::ActionRecord> timeline_;  // this rank's, at timeline_step_
+  std::vector<dist::CommRecord> p2p_;  // its sends and receives of that step (Note [One stream per pair])
   int timeline_micro_batches_ = 0;
   // Note [Bytes of a stage rank]: what the boundaries carry, predicted, and what crossed the
   // interface, measured, summed over the steps after the first.
