@@ -93,8 +93,8 @@ std::optional<Verdict> not_causal(const nlohmann::json& results, const std::stri
     if (from < 0 || from >= stages) continue;
     const auto sender = span_of.find({from, pass, micro});
     if (sender == span_of.end()) {
-      return Verdict{Status::kError, fmt::format("{}: the timeline has no {} of micro-batch {} on stage {}", label, pass,
-                                                 micro, from)};
+      return Verdict{Status::kError,
+                     fmt::format("{}: the timeline has no {} of micro-batch {} on stage {}", label, pass, micro, from)};
     }
     if (span.first < sender->second.second && span.first < first_start) {
       first_start = span.first;
@@ -102,9 +102,9 @@ std::optional<Verdict> not_causal(const nlohmann::json& results, const std::stri
       first = Verdict{Status::kWrongNumber,
                       fmt::format("{}: stage rank {} started {} at {:.1f} ms, before stage rank {} had finished {} (at "
                                   "{:.1f} ms), whose {} it needs: these stages did not talk. A stage computes "
-                                  "micro-batch i only after its neighbour sent it; does run_stage receive each action's "
-                                  "input from the neighbour (into activation_buffer(i) or gradient_buffer(i)) and send "
-                                  "each result?", label, stage, action, 1e3 * span.first, from, action,
+                                  "micro-batch i only after its neighbour sent it; does run_stage receive each "
+                                  "action's input from the neighbour (into activation_buffer(i) or gradient_buffer(i)) "
+                                  "and send each result?", label, stage, action, 1e3 * span.first, from, action,
                                   1e3 * sender->second.second, forward ? "activation" : "gradient")};
     }
   }
@@ -272,8 +272,8 @@ Verdict memory(Runner& runner, const std::string& e) {
       const int alive = held.at(static_cast<size_t>(s));
       if (alive > want) {
         return {Status::kWrongNumber,
-                fmt::format("{}: stage rank {} held the activations of {} micro-batches at once, stored or in sends not "
-                            "yet waited for; its schedule stores {}, and {} holds {}. A send keeps its tensor alive "
+                fmt::format("{}: stage rank {} held the activations of {} micro-batches at once, stored or in sends "
+                            "not yet waited for; its schedule stores {}, and {} holds {}. A send keeps its tensor alive "
                             "until it is waited for: wait for each action's sends once the next action's input has "
                             "arrived, not at the end of the step", p.label, s, alive, got, schedule, want)};
       }
@@ -336,7 +336,9 @@ Verdict order(Runner& runner, const std::string& e) {
     if (run.failure) return *run.failure;
     if (auto wrong = not_causal(run.results, p.label)) return *wrong;
     const nlohmann::json* o = nullptr;
-    if (run.results.contains("pp") && run.results.at("pp").contains("p2p_order")) o = &run.results.at("pp").at("p2p_order");
+    if (run.results.contains("pp") && run.results.at("pp").contains("p2p_order")) {
+      o = &run.results.at("pp").at("p2p_order");
+    }
     if (!o || !o->contains("problem")) {
       return {Status::kError, fmt::format("{}: results.json has no pp.p2p_order", p.label)};
     }
