@@ -7,7 +7,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "checks.h"
 #include "compare.h"
@@ -57,6 +60,57 @@ std::optional<StageSchedule> parse(const std::string& text) {
 }
 
 std::string builder_of(const std::string& kind) { return kind == "gpipe" ? "gpipe_schedule" : "one_f_one_b_schedule"; }
+
+// Note [A pipeline's causality]: the memory, overlap and timing checks measure counts and busy
+// times, which a run_stage that never sends or receives (each action fed zeros) has too: every
+// action runs, in its schedule's order, on every rank at once. What only a pipeline has is
+// causality: stage s computes micro-batch i's forward only once stage s-1 has sent it its
+// activation, and its backward only once stage s+1 has sent it the gradient. So on the timeline
+// (every rank's actions on the one clock of this machine) F(i) on s starts after F(i) ended on
+// s-1, and B(i) on s after B(i) ended on s+1; without a tolerance, since the end is recorded
+// before the send and the start after the receive. Each of those checks (and order, whose
+// message order a run without messages would pass) first requires it of its runs, so that a run
+// without messages earns none of their points.
+std::optional<Verdict> not_causal(const nlohmann::json& results, const std::string& label) {
+  const nlohmann::json* timeline = nullptr;
+  if (results.contains("pp") && results.at("pp").contains("timeline")) timeline = &results.at("pp").at("timeline");
+  if (!timeline || !timeline->contains("events") || timeline->at("events").empty()) {
+    return Verdict{Status::kError, fmt::format("{}: results.json has no timeline of the stage ranks", label)};
+  }
+  const int stages = timeline->value("stages", 0);
+  std::map<std::tuple<int, std::string, int>, std::pair<double, double>> span_of;  // (stage, pass, micro)
+  for (const auto& ev : timeline->at("events")) {
+    span_of[{ev.at("stage").get<int>(), ev.at("pass").get<std::string>(), ev.at("micro").get<int>()}] = {
+        ev.at("start").get<double>(), ev.at("end").get<double>()};
+  }
+  // The violation that starts first on the clock: the one a student can find on the timeline.
+  std::optional<Verdict> first;
+  double first_start = INFINITY;
+  for (const auto& [key, span] : span_of) {
+    const auto& [stage, pass, micro] = key;
+    const bool forward = pass == "forward";
+    const int from = forward ? stage - 1 : stage + 1;  // the stage that sends this action's input
+    if (from < 0 || from >= stages) continue;
+    const auto sender = span_of.find({from, pass, micro});
+    if (sender == span_of.end()) {
+      return Verdict{Status::kError,
+                     fmt::format("{}: the timeline has no {} of micro-batch {} on stage {}", label, pass, micro, from)};
+    }
+    if (span.first < sender->second.second && span.first < first_start) {
+      first_start = span.first;
+      const std::string action = fmt::format("{}{}", forward ? 'F' : 'B', micro);
+      first = Verdict{Status::kWrongNumber,
+                      fmt::format("{}: stage rank {} started {} at {:.1f} ms, before stage rank {} had finished {} (at "
+                                  "{:.1f} ms), whose {} it needs: these stages did not talk. A stage computes "
+                                  "micro-batch i only after its neighbour sent it; does run_stage receive each "
+                                  "action's input from the neighbour (into activation_buffer(i) or gradient_buffer(i)) "
+                                  "and send each result?", label, stage, action, 1e3 * span.first, from, action,
+                                  1e3 * sender->second.second, forward ? "activation" : "gradient")};
+    }
+  }
+  if (first) return first;
+  return std::nullopt;
+}
 
 // One (kind, n, m) of the probe: every stage's list, or why it is wrong.
 Verdict judge_case(const nlohmann::json& c) {
@@ -189,32 +243,45 @@ Verdict losses(Runner& runner, const std::string& e, const PpRun& p) {
                       "Step 1 agrees, so an update differs: do the gradients of every micro-batch reach every stage?");
 }
 
-// What the runtime measured: 1F1B's stage s stored at most min(n - s, m) micro-batches, GPipe's m.
+// What the runtime measured: 1F1B's stage s stored at most min(n - s, m) micro-batches, GPipe's m,
+// and held no more than that (Note [Held, not only stored] in pipeline/stage_step.h: stored, or
+// alive in a send not yet waited for), in runs that were pipelines (Note [A pipeline's causality]).
 Verdict memory(Runner& runner, const std::string& e) {
   std::string summary;
   for (const PpRun& p : pp_runs()) {
     if (p.data_parallel) continue;
     const Run& run = run_of(runner, e, p);
     if (run.failure) return *run.failure;
+    if (auto wrong = not_causal(run.results, p.label)) return *wrong;
     const auto* section = run.results.contains("pp") ? &run.results.at("pp") : nullptr;
-    if (!section || !section->contains("peak_stored_micro_batches")) {
+    if (!section || !section->contains("peak_stored_micro_batches") || !section->contains("peak_held_micro_batches")) {
       return {Status::kError, fmt::format("{}: results.json has no pp section with the stored activations", p.label)};
     }
     const std::vector<int> peaks = section->at("peak_stored_micro_batches");
+    const std::vector<int> held = section->at("peak_held_micro_batches");
     const std::vector<int64_t> bytes = section->at("peak_activation_bytes");
+    const std::string schedule = p.schedule == "gpipe" ? "GPipe" : "1F1B (min(stages - stage, m))";
     for (int s = 0; s < p.stages; ++s) {
       const int want = p.schedule == "gpipe" ? p.micro_batches : std::min(p.stages - s, p.micro_batches);
       const int got = peaks.at(static_cast<size_t>(s));
       if (got != want) {
         return {Status::kWrongNumber,
                 fmt::format("{}: stage rank {} held {} micro-batches' activations at once; {} holds {}", p.label, s, got,
-                            p.schedule == "gpipe" ? "GPipe" : "1F1B (min(stages - stage, m))", want)};
+                            schedule, want)};
+      }
+      const int alive = held.at(static_cast<size_t>(s));
+      if (alive > want) {
+        return {Status::kWrongNumber,
+                fmt::format("{}: stage rank {} held the activations of {} micro-batches at once, stored or in sends "
+                            "not yet waited for; its schedule stores {}, and {} holds {}. A send keeps its tensor alive "
+                            "until it is waited for: wait for each action's sends once the next action's input has "
+                            "arrived, not at the end of the step", p.label, s, alive, got, schedule, want)};
       }
     }
-    summary += fmt::format("\n  {}: peak micro-batches stored per stage rank [{}], bytes [{}]", p.label,
-                           fmt::join(peaks, ", "), fmt::join(bytes, ", "));
+    summary += fmt::format("\n  {}: peak micro-batches stored per stage rank [{}], held [{}], bytes held [{}]", p.label,
+                           fmt::join(peaks, ", "), fmt::join(held, ", "), fmt::join(bytes, ", "));
   }
-  return {Status::kPassed, fmt::format("{}: the runtime's count of stored activations:{}", e, summary)};
+  return {Status::kPassed, fmt::format("{}: the runtime's count of stored and held activations:{}", e, summary)};
 }
 
 // The stage ranks computed at the same time: a GPipe run of 3 stages x 5 micro-batches whose
@@ -230,11 +297,9 @@ Verdict overlap(Runner& runner, const std::string& e) {
                             " ms";
   const Run& run = runner.run({e + "-overlap", e, "pp-overlap", 3, flags, false});
   if (run.failure) return *run.failure;
-  const nlohmann::json* timeline = nullptr;
-  if (run.results.contains("pp") && run.results.at("pp").contains("timeline")) timeline = &run.results.at("pp").at("timeline");
-  if (!timeline || !timeline->contains("events") || timeline->at("events").empty()) {
-    return {Status::kError, fmt::format("{}: results.json has no timeline of the stage ranks", label)};
-  }
+  // Ranks that never talk are busy at once too (Note [A pipeline's causality]).
+  if (auto wrong = not_causal(run.results, label)) return *wrong;
+  const nlohmann::json* timeline = &run.results.at("pp").at("timeline");
   double busy = 0;
   std::vector<double> per_stage_ms(3, 0.0);
   for (const auto& ev : timeline->at("events")) {
@@ -255,6 +320,39 @@ Verdict overlap(Runner& runner, const std::string& e) {
                         kMinConcurrency)};
   }
   return {Status::kPassed, fmt::format("{}: {}", label, numbers)};
+}
+
+// Note [One stream per pair] (dist/p2p_order.h): NCCL runs a pair's sends and receives on one
+// stream in posting order, and Gloo does not, so a protocol whose neighbours both send first works
+// here and hangs on GPUs. The runtime gathered the timeline step's posted order of every rank and
+// checked it (results.json's pp.p2p_order); the 1F1B runs are judged, where the steady state
+// has neighbours that each send and receive, and 2 pipelines x 2 stages adds the tied gradient's
+// exchange between the first and the last stage.
+Verdict order(Runner& runner, const std::string& e) {
+  std::string summary;
+  for (const PpRun& p : pp_runs()) {
+    if (p.schedule != "1f1b") continue;
+    const Run& run = run_of(runner, e, p);
+    if (run.failure) return *run.failure;
+    if (auto wrong = not_causal(run.results, p.label)) return *wrong;
+    const nlohmann::json* o = nullptr;
+    if (run.results.contains("pp") && run.results.at("pp").contains("p2p_order")) {
+      o = &run.results.at("pp").at("p2p_order");
+    }
+    if (!o || !o->contains("problem")) {
+      return {Status::kError, fmt::format("{}: results.json has no pp.p2p_order", p.label)};
+    }
+    const std::string problem = o->at("problem").get<std::string>();
+    if (!problem.empty()) {
+      return {Status::kWrongNumber,
+              fmt::format("{}, step {}: {}. Gloo ran it; NCCL would not. After a backward whose next action is a "
+                          "forward, post that forward's receive (recv_async) before sending the gradient back",
+                          p.label, o->value("step", 0), problem)};
+    }
+    summary += fmt::format("\n  {}: every pair's sends and receives of step {} in an order NCCL pairs", p.label,
+                           o->value("step", 0));
+  }
+  return {Status::kPassed, fmt::format("{}: {}", e, summary)};
 }
 
 // Step 1's gradients, once final (the tied embedding's summed, averaged over the pipelines), equal
@@ -331,13 +429,21 @@ Verdict timing(Runner& runner, const std::string& e) {
       const Run& run = runner.run(request);
       if (run.failure) return *run.failure;
       if (auto wrong = incomplete_timing(run, request, iterations)) return *wrong;
+      // Times of ranks that never talked are no pipeline's (Note [A pipeline's causality]).
+      const std::string label = fmt::format("{} on 2 stage ranks x {} micro-batch{}", schedule, m, m == 1 ? "" : "es");
+      if (auto wrong = not_causal(run.results, label)) {
+        return *wrong;
+      }
       const auto& t = run.results.at("timing");
       const auto& p = run.results.value("pp", nlohmann::json::object());
       summary += fmt::format("\n  {} m={}: {:.1f} ms/step, bubble {:.2f} (GPipe's (n-1)/(m+n-1) = {:.2f}), peak "
-                             "micro-batches stored per stage rank [{}]", schedule, m, 1e3 * t.value("mean_seconds", 0.0),
+                             "micro-batches stored per stage rank [{}], held [{}], bytes held [{}]", schedule, m,
+                             1e3 * t.value("mean_seconds", 0.0),
                              p.value("timeline", nlohmann::json::object()).value("bubble_fraction", 0.0),
                              pipeline::ideal_bubble_fraction(m, 2),
-                             fmt::join(p.value("peak_stored_micro_batches", std::vector<int>{}), ", "));
+                             fmt::join(p.value("peak_stored_micro_batches", std::vector<int>{}), ", "),
+                             fmt::join(p.value("peak_held_micro_batches", std::vector<int>{}), ", "),
+                             fmt::join(p.value("peak_activation_bytes", std::vector<int64_t>{}), ", "));
     }
   }
   return {Status::kPassed, fmt::format("{}: {} iterations per run (first discarded; GPT-2 fixture, batch {}, 2 stage "
@@ -357,14 +463,20 @@ std::vector<CheckSpec> pp_checks(const std::string& e) {
                       fmt::format("20 losses of {} equal single-process training within 1e-5", p.label), 3,
                       [e, p](Runner& r) { return c::losses(r, e, p); }});
   }
-  checks.push_back({e, "memory", "the stage ranks stored what their schedule implies: GPipe m, 1F1B min(n - stage, m)",
+  checks.push_back({e, "memory", "the stage ranks, talking as a pipeline, stored and held what their schedule implies: "
+                                 "GPipe m, 1F1B min(n - stage, m)",
                     2, [e](Runner& r) { return c::memory(r, e); }});
+  checks.push_back({e, "order", "1F1B's sends and receives, and the tied gradient's, posted in an order NCCL can pair "
+                                "(on each pair the earlier stage sends first, the later receives first)", 1,
+                    [e](Runner& r) { return c::order(r, e); }});
   checks.push_back({e, "gradients", "step 1's gradients of GPipe and of 2 x 2 stage ranks equal one process's within "
                                     "1e-5", 2, [e](Runner& r) { return c::gradients(r, e); }});
   checks.push_back({e, "overlap", "the stage ranks compute at the same time: on one GPipe step's timeline (each action "
-                                  "also sleeping 20 ms) their busy times add up to more than 1.5 x the step", 2,
+                                  "also sleeping 20 ms, each after its input was sent) their busy times add up to more "
+                                  "than 1.5 x the step", 2,
                     [e](Runner& r) { return c::overlap(r, e); }});
-  checks.push_back({e, "timing", "times GPipe and 1F1B on 2 stage ranks at 1, 2, 4, 8 micro-batches", 1,
+  checks.push_back({e, "timing", "times GPipe and 1F1B on 2 stage ranks at 1, 2, 4, 8 micro-batches, each run a "
+                                 "pipeline (every action after its input was sent)", 1,
                     [e](Runner& r) { return c::timing(r, e); }});
   return checks;
 }

@@ -27,13 +27,13 @@ bool left_out_of_release(const std::string& path) {
   // answer the handouts' report questions); and the tests that hold an answer written anew, which
   // Note [No answers in the release] cannot see: fill_drain.h is clock_cycles, pipeline_test's
   // and gpu_test's loops over it are Pipe::compute, forward and backward, pp_schedule_test's
-  // one_f_one_b_with_warmup is the 1F1B builder, and stage_lists.h writes GPipe's and 1F1B's lists
-  // (the simulator's suite, stage_simulate_test, runs them). Each compiles only beside solutions/
-  // (tests/CMakeLists.txt).
+  // one_f_one_b_with_warmup is the 1F1B builder, pp_protocol_test's plain_loop is a run_stage, and
+  // stage_lists.h writes GPipe's and 1F1B's lists (the simulator's suite, stage_simulate_test, runs
+  // them). Each compiles only beside solutions/ (tests/CMakeLists.txt).
   for (const char* prefix : {"solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme,
                              "docs/instructors/", "tests/fill_drain.h", "tests/pipeline_test.cpp",
-                             "tests/gpu_test.cpp", "tests/pp_schedule_test.cpp", "tests/stage_lists.h",
-                             "tests/stage_simulate_test.cpp"}) {
+                             "tests/gpu_test.cpp", "tests/pp_schedule_test.cpp", "tests/pp_protocol_test.cpp",
+                             "tests/stage_lists.h", "tests/stage_simulate_test.cpp"}) {
     if (path.rfind(prefix, 0) == 0) return true;
   }
   return false;

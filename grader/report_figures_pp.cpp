@@ -109,7 +109,10 @@ Figure pp_schedules_figure(const Folder& f, const Provenance& pv, Plotter& plott
     for (const auto& [m, r] : runs.at(schedule)) {
       const json& p = r->results["pp"];
       stages = static_cast<int>(number(p, {"stages"}).value_or(2));
-      const json* peaks = find(p, {"peak_stored_micro_batches"});
+      // Held, not only stored (Note [Held, not only stored]): what stage 0's process kept alive.
+      // Runs from before the runtime measured it have only the stored count.
+      const json* peaks = find(p, {"peak_held_micro_batches"});
+      if (!peaks) peaks = find(p, {"peak_stored_micro_batches"});
       const json* bytes = find(p, {"peak_activation_bytes"});
       data += fmt::format("{} {:.3f} {:.4f} {:.4f} {} {:.4f}  # runs/{}\n", m,
                           1e3 * number(r->results, {"timing", "mean_seconds"}).value_or(0),
@@ -128,8 +131,8 @@ Figure pp_schedules_figure(const Folder& f, const Provenance& pv, Plotter& plott
   plotter.plot(fig, data, {fmt::format("stages={}", stages)});
   fig.caption = fmt::format(
       "The pp timing runs: {} stage ranks, GPipe and 1F1B at {} micro-batches ({}, batch {}). "
-      "Left: the micro-batches whose activations stage 0 held at once, as the runtime counted them: GPipe's grow with "
-      "m, 1F1B's stop at n. Middle: milliseconds per step. Right: the idle share of the ranks on one step's timeline "
+      "Left: the micro-batches whose activations stage 0 held at once, as the runtime measured them (stored, or alive "
+      "in a send not yet waited for): GPipe's grow with m, 1F1B's stop at n. Middle: milliseconds per step. Right: the idle share of the ranks on one step's timeline "
       "against (n-1)/(m+n-1), the bubble both schedules share when every action takes the same time: 1F1B saves "
       "memory, not time. The ranks share this machine's cores, so their compute does not add up as on separate "
       "machines.",

@@ -6,13 +6,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "dist_test_util.h"
 #include "dtlab/core/error.h"
 #include "dtlab/dist/broadcast_state.h"
 #include "dtlab/dist/group.h"
+#include "dtlab/dist/p2p_order.h"
 #include "dtlab/dist/subgroup.h"
+#include "dtlab/lm/pp_step.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share
@@ -275,6 +279,79 @@ TEST(SendRecv, MessagesBetweenTwoRanksArriveInOrder) {
     EXPECT_EQ(records[0].op, g.rank() == 0 ? "send" : "recv");
     EXPECT_EQ(records[0].bytes, 8);
   });
+}
+
+// Note [One stream per pair] (dist/p2p_order.h): two ranks that swap tensors larger than NCCL's
+// p2p buffer (4 MiB by default; the pp exercise's tied embedding gradient is 154 MB for GPT-2
+// small) hang on NCCL when both post their send first. Gloo completes that order (its sends never
+// block the caller, and nothing else here can block them), so no Gloo run can hang for it: the
+// test runs the exchange over Gloo at 64 MiB and checks the order both ranks posted, from their
+// CommLogs, which is what NCCL's one stream per pair runs.
+constexpr int64_t kSwapFloats = 16 << 20;  // 64 MiB
+
+std::vector<std::vector<dtlab::dist::CommRecord>> swap_logs(
+    const std::function<void(Group&, torch::Tensor&, torch::Tensor&)>& swap) {
+  std::vector<std::vector<dtlab::dist::CommRecord>> logs(2);
+  run_ranks(2, [&](Group& g) {
+    torch::Tensor mine = torch::full({kSwapFloats}, static_cast<float>(g.rank() + 1));
+    torch::Tensor theirs = torch::empty_like(mine);
+    swap(g, mine, theirs);
+    EXPECT_EQ(theirs[kSwapFloats - 1].item<float>(), static_cast<float>(2 - g.rank()));
+    logs[static_cast<size_t>(g.rank())] = g.log().records();
+  });
+  return logs;
+}
+
+TEST(StreamOrder, BothRanksSendingFirstCompletesOnGlooButNcclCouldNotPairIt) {
+  const auto logs = swap_logs([](Group& g, torch::Tensor& mine, torch::Tensor& theirs) {
+    dtlab::dist::PendingWork sent = g.send_async(mine, 1 - g.rank(), "swap");
+    g.recv(theirs, 1 - g.rank(), "swap");
+    sent.wait();
+  });
+  try {
+    dtlab::dist::check_stream_order(logs);
+    FAIL() << "both ranks sending first passed";
+  } catch (const dtlab::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ranks 0 and 1 each post a send as their operation 1 with each other (rank "
+                                         "0: send #1 (swap) to rank 1; rank 1: send #1 (swap) to rank 0)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(StreamOrder, TheTiedGradientExchangeSendsFromTheLowerRankFirstAndSumsTheSameOnBoth) {
+  std::vector<torch::Tensor> sums(2);
+  const auto logs = swap_logs([&sums](Group& g, torch::Tensor& mine, torch::Tensor& theirs) {
+    torch::Tensor grad = mine.clone();
+    dtlab::lm::exchange_tied_gradient(g, grad, 1 - g.rank(), /*first_stage=*/g.rank() == 0);
+    theirs.fill_(static_cast<float>(2 - g.rank()));  // what swap_logs checks: the exchange sums instead
+    sums[static_cast<size_t>(g.rank())] = grad;
+  });
+  EXPECT_NO_THROW(dtlab::dist::check_stream_order(logs));
+  const auto first_posted = [](const std::vector<dtlab::dist::CommRecord>& log) {
+    return std::min_element(log.begin(), log.end(), [](const auto& a, const auto& b) { return a.sequence < b.sequence; })
+        ->op;
+  };
+  EXPECT_EQ(first_posted(logs[0]), "send");
+  EXPECT_EQ(first_posted(logs[1]), "recv");
+  EXPECT_TRUE(torch::equal(sums[0], torch::full({kSwapFloats}, 3.0f)));  // 1 + 2 on both
+  EXPECT_TRUE(torch::equal(sums[0], sums[1]));
+}
+
+TEST(StreamOrder, OperationsWithoutAMatchAreNamed) {
+  std::vector<std::vector<dtlab::dist::CommRecord>> logs(2);
+  logs[0].push_back({"send", {2}, "float32", 8, 0, "x", 1, 1});
+  EXPECT_THROW(
+      {
+        try {
+          dtlab::dist::check_stream_order(logs);
+        } catch (const dtlab::Error& e) {
+          EXPECT_NE(std::string(e.what()).find("rank 0 posted 1 operation with rank 1, which posted 0 with it"),
+                    std::string::npos) << e.what();
+          throw;
+        }
+      },
+      dtlab::Error);
 }
 
 TEST(SendRecv, ToItselfOrToNoSuchRankIsAnError) {

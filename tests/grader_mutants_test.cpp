@@ -83,6 +83,12 @@ const std::vector<Mutant> kPpMutants = {
     {"pp", "blocking_send", "losses-1f1b", "error", "(activation 1) failed", 3 * kTimeout + 120},
     // Note [A dropped PendingWork]: named at the rank's next operation, long before the timeout.
     {"pp", "dropped_send", "losses-1f1b", "error", "(activation 0) to rank 1 was never waited for", 120},
+    // Note [One stream per pair]: right on Gloo; NCCL could not pair 1F1B's steady state.
+    {"pp", "late_receive", "order", "wrong number",
+     "ranks 0 and 1 each post a send as their operation 3 with each other", 180},
+    // Note [Held, not only stored]: sends waited for only at the end keep 1F1B's stage 0 holding all 7.
+    {"pp", "sends_held_to_end", "memory", "wrong number",
+     "stage rank 0 held the activations of 7 micro-batches at once, stored or in sends not yet waited for", 180},
 };
 
 std::string mutants_binary(const std::string& exercise) {
@@ -124,7 +130,7 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
   for (const auto& [exercise, checks] : {std::pair{std::string("task2b"), "broadcast"},
                                          std::pair{std::string("dp"), "partition,gradients"},
                                          std::pair{std::string("pipeline"), "schedule,split,transparency,concurrency"},
-                                         std::pair{std::string("pp"), "schedules,memory,overlap,gradients"}}) {
+                                         std::pair{std::string("pp"), "schedules,memory,overlap,gradients,order"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_PROGRAM("grader"), "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
@@ -180,6 +186,15 @@ const std::vector<FairCase> kFairCases = {
     {"dp", "whole_dataset",
      {{"partition", "wrong number"}, {"gradients", "passed"}, {"losses-2", "passed"}},
      {{"partition", "reads all 5000 examples"}}},
+    // Note [A pipeline's causality] (grader/checks_pp.cpp): stage ranks that never send or receive
+    // run every action, so counts and busy times look right (and no message is out of order); the
+    // builders are right. It loses the 6 points of memory, overlap, order and timing, and keeps
+    // the schedules' 4.
+    {"pp", "no_communication",
+     {{"schedules", "passed"}, {"memory", "wrong number"}, {"overlap", "wrong number"}, {"order", "wrong number"},
+      {"timing", "wrong number"}},
+     {{"memory", "these stages did not talk"}, {"overlap", "these stages did not talk"},
+      {"order", "these stages did not talk"}, {"timing", "these stages did not talk"}}},
 };
 
 class FairGrading : public ::testing::TestWithParam<FairCase> {};

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -119,6 +120,10 @@ TEST(StageRanks, GPipeAndOneFOneBOnThreeRanksEqualOneProcessAndStoreWhatTheirSch
   ASSERT_TRUE(ofob.ok()) << dtlab::test::describe_ranks(ofob.exits);
   expect_same_losses(ofob, one, "1F1B, 3 stages x 7 micro-batches of one row");
   EXPECT_EQ(ofob.results.at("pp").at("peak_stored_micro_batches"), nlohmann::json({3, 2, 1}));
+  // Note [Held, not only stored]: the reference waits for each send at the next action, so the
+  // process holds no more than the schedule stores.
+  EXPECT_EQ(gpipe.results.at("pp").at("peak_held_micro_batches"), nlohmann::json({5, 5, 5}));
+  EXPECT_EQ(ofob.results.at("pp").at("peak_held_micro_batches"), nlohmann::json({3, 2, 1}));
   // The timeline: every rank's 2m actions on one clock, stage by stage, inside the span.
   const auto& timeline = ofob.results.at("pp").at("timeline");
   EXPECT_EQ(timeline.at("events").size(), 3u * 2 * 7);
@@ -126,6 +131,32 @@ TEST(StageRanks, GPipeAndOneFOneBOnThreeRanksEqualOneProcessAndStoreWhatTheirSch
     EXPECT_GE(e.at("start").get<double>(), 0.0);
     EXPECT_LE(e.at("end").get<double>(), timeline.at("span").get<double>() + 1e-9);
   }
+}
+
+// Note [Held, not only stored]: at n = 2, m = 8 (one row each), GPipe's stage 0 holds its 8
+// outputs and 1F1B's 2, so 1F1B's peak bytes there are a quarter of GPipe's. A protocol that waits
+// for its sends only at the end (the sends_held_to_end mutant, the kit's reference before issue
+// 35) keeps all 8 alive in its sends: 1F1B then holds what GPipe does, whatever it stores.
+TEST(StageRanks, OneFOneBHoldsAQuarterOfGPipesBytesOnStageZeroAtEightMicroBatchesUnlessItsSendsAreHeld) {
+  const auto bytes_of = [](const std::string& binary, const std::string& name, const std::string& schedule) {
+    const PpRun r = run_pp(binary, name, 2, {"--stages", "2", "--micro_batches", "8", "--schedule", schedule,
+                                             "--batch_size", "8"});
+    EXPECT_TRUE(r.ok()) << dtlab::test::describe_ranks(r.exits);
+    if (!r.ok()) return std::vector<int64_t>{0, 0};
+    std::cout << name << ": stored " << r.results.at("pp").at("peak_stored_micro_batches").dump() << ", held "
+              << r.results.at("pp").at("peak_held_micro_batches").dump() << ", bytes held "
+              << r.results.at("pp").at("peak_activation_bytes").dump() << "\n";
+    return r.results.at("pp").at("peak_activation_bytes").get<std::vector<int64_t>>();
+  };
+  const std::vector<int64_t> gpipe = bytes_of(DTLAB_PROGRAM("pp-solution"), "gpipe-m8", "gpipe");
+  const std::vector<int64_t> ofob = bytes_of(DTLAB_PROGRAM("pp-solution"), "1f1b-m8", "1f1b");
+  ASSERT_GT(ofob[0], 0);
+  EXPECT_EQ(gpipe[0], 4 * ofob[0]);
+  EXPECT_LT(ofob[1], gpipe[1]);
+  ::setenv("DTLAB_MUTANT", "sends_held_to_end", 1);
+  const std::vector<int64_t> held = bytes_of(DTLAB_PROGRAM("pp-mutants"), "1f1b-m8-held", "1f1b");
+  ::unsetenv("DTLAB_MUTANT");
+  EXPECT_EQ(held[0], gpipe[0]);
 }
 
 // Each rank trains only its stage's layers; before saving, every stage's weights go to every rank

@@ -1,7 +1,8 @@
 // Deliberately broken pp solutions, one per mistake students make, chosen at run time by
 // DTLAB_MUTANT (unset: correct). pp_test and grader_mutants_test run them and expect the check
 // that should catch each to fail with the right words. Test code: never part of a student release.
-//   blocking_send     run_stage sends with the blocking send: 1F1B deadlocks on the wire
+//   blocking_send     run_stage sends with the blocking send (and posts no receive early):
+//                     1F1B deadlocks on the wire
 //   warmup_grows      1F1B's warm-up is `stage` forwards: it grows down the pipeline and deadlocks
 //   warmup_plus_one   1F1B's warm-up is stages - stage: no deadlock, one activation too many
 //   lifo_last_stage   GPipe's last stage drains m-1..0: its gradients leave in another order than
@@ -16,6 +17,18 @@
 //                     name it within the timeout
 //   dropped_send      run_stage does not keep send_async's PendingWork: the kit must name the
 //                     send at the rank's next operation (Note [A dropped PendingWork])
+//   no_communication  run_stage never sends or receives: every forward is fed
+//                     activation_buffer(i).zero_(), every backward gradient_buffer(i).zero_().
+//                     Every action runs, in order, so counts and busy times look like a
+//                     pipeline's; the timeline's causality must say it is not one
+//   late_receive      run_stage receives each forward's activation only when that forward
+//                     starts: right on Gloo, but in 1F1B's steady state both neighbours post a
+//                     send first, which NCCL's one stream per pair cannot run (Note [One stream
+//                     per pair])
+//   sends_held_to_end run_stage waits for its sends only at the end of the step (the kit's
+//                     reference before issue 35): right numbers, but stage 0 holds every
+//                     activation alive in its sends, and 1F1B's bound is not held
+//                     (Note [Held, not only stored])
 #include <algorithm>
 #include <csignal>
 #include <map>
@@ -69,6 +82,17 @@ void run_stage(StageStep& step, const StageSchedule& schedule) {
   dist::Group& group = step.group();
   static int calls = 0;
   if (mutant("stage_1_killed") && step.stage() == 1 && ++calls == 2) std::raise(SIGKILL);
+  if (mutant("no_communication")) {
+    // Every action runs, in the schedule's order, on zeros instead of its neighbour's message.
+    for (const Action& a : schedule) {
+      if (a.op == StageOp::kForward) {
+        step.forward(a.micro, step.is_first() ? torch::Tensor() : step.activation_buffer(a.micro).zero_());
+      } else {
+        step.backward(a.micro, step.is_last() ? torch::Tensor() : step.gradient_buffer(a.micro).zero_());
+      }
+    }
+    return;
+  }
   // serial_stages: every input received up front, so no action starts before the neighbour's
   // whole phase is done.
   std::map<int, torch::Tensor> activations, gradients;
@@ -80,8 +104,11 @@ void run_stage(StageStep& step, const StageSchedule& schedule) {
       }
     }
   }
-  const bool blocking = mutant("blocking_send"), dropped = mutant("dropped_send");
-  std::vector<dist::PendingWork> sends;
+  const bool blocking = mutant("blocking_send"), dropped = mutant("dropped_send"), held = mutant("sends_held_to_end");
+  // The early receive of the reference (Note [One stream per pair]); the blocking sender writes
+  // the plain loop without it, and serial_stages has received every activation already.
+  const bool early_receive = !blocking && !mutant("serial_stages") && !mutant("late_receive");
+  std::vector<dist::PendingWork> sends, kept_to_end;
   const auto send = [&](const torch::Tensor& t, int dst, const std::string& tag) {
     if (blocking) {
       group.send(t, dst, tag);
@@ -91,16 +118,34 @@ void run_stage(StageStep& step, const StageSchedule& schedule) {
       sends.push_back(group.send_async(t, dst, tag));
     }
   };
-  for (const Action& action : schedule) {
-    const int i = action.micro;
-    if (action.op == StageOp::kForward) {
+  const auto wait_for_sends = [&] {
+    for (dist::PendingWork& w : sends) {
+      if (held) {
+        kept_to_end.push_back(std::move(w));  // each send's tensor stays alive to the end
+      } else {
+        w.wait();
+      }
+    }
+    sends.clear();
+  };
+  torch::Tensor next_input;
+  dist::PendingWork next_receive;
+  int next_micro = -1;
+  for (size_t k = 0; k < schedule.size(); ++k) {
+    const int i = schedule[k].micro;
+    if (schedule[k].op == StageOp::kForward) {
       torch::Tensor input;
       if (activations.count(i)) {
         input = activations[i];
+      } else if (next_micro == i) {
+        next_receive.wait();
+        input = std::move(next_input);
+        next_micro = -1;
       } else if (!step.is_first()) {
         input = step.activation_buffer(i);
         group.recv(input, step.previous_rank(), StageStep::activation_tag(i));
       }
+      wait_for_sends();
       const torch::Tensor output = step.forward(i, input);
       if (!step.is_last()) send(output, step.next_rank(), StageStep::activation_tag(i));
     } else {
@@ -118,12 +163,21 @@ void run_stage(StageStep& step, const StageSchedule& schedule) {
         output_grad = step.gradient_buffer(i);
         group.recv(output_grad, step.next_rank(), StageStep::gradient_tag(i));
       }
+      wait_for_sends();
       const torch::Tensor input_grad = step.backward(i, output_grad);
       const bool forwarded = mutant("forwarded_gradient") && !step.is_last();
-      if (!step.is_first()) send(forwarded ? output_grad : input_grad, step.previous_rank(), StageStep::gradient_tag(i));
+      if (!step.is_first()) {
+        if (early_receive && k + 1 < schedule.size() && schedule[k + 1].op == StageOp::kForward) {
+          next_micro = schedule[k + 1].micro;
+          next_input = step.activation_buffer(next_micro);
+          next_receive = group.recv_async(next_input, step.previous_rank(), StageStep::activation_tag(next_micro));
+        }
+        send(forwarded ? output_grad : input_grad, step.previous_rank(), StageStep::gradient_tag(i));
+      }
     }
   }
-  for (dist::PendingWork& s : sends) s.wait();
+  wait_for_sends();
+  for (dist::PendingWork& w : kept_to_end) w.wait();
 }
 
 }  // namespace dtlab::pp

@@ -474,7 +474,9 @@ PendingWork Group::send_async(const torch::Tensor& tensor, int dst, const std::s
   require_rank(*state_, dst, "send", "destination");
   if (dst == rank()) throw Error("send: rank " + std::to_string(dst) + " cannot send to itself");
   require_on_backend(*state_, tensor, "send");
-  return start(*state_, describe("send", tensor, tag), [&](C10dBackend& pg) {
+  CommRecord record = describe("send", tensor, tag);
+  record.peer = dst;
+  return start(*state_, std::move(record), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     return pg.send(tensors, dst, /*tag=*/0);
   }, " to rank " + std::to_string(dst));
@@ -485,7 +487,9 @@ PendingWork Group::recv_async(torch::Tensor& tensor, int src, const std::string&
   require_rank(*state_, src, "recv", "source");
   if (src == rank()) throw Error("recv: rank " + std::to_string(src) + " cannot receive from itself");
   require_on_backend(*state_, tensor, "recv");
-  return start(*state_, describe("recv", tensor, tag), [&](C10dBackend& pg) {
+  CommRecord record = describe("recv", tensor, tag);
+  record.peer = src;
+  return start(*state_, std::move(record), [&](C10dBackend& pg) {
     std::vector<at::Tensor> tensors{tensor};
     return pg.recv(tensors, src, /*tag=*/0);
   }, " from rank " + std::to_string(src));

@@ -8,10 +8,12 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "dtlab/core/error.h"
 #include "dtlab/dist/broadcast_state.h"
 #include "dtlab/dist/netdev.h"
+#include "dtlab/dist/p2p_order.h"
 #include "dtlab/dist/subgroup.h"
 #include "dtlab/lm/loss.h"
 #include "dtlab/pipeline/simulate.h"
@@ -90,21 +92,36 @@ const std::vector<pipeline::StageSchedule>& StageRankTrainer::schedules(int m) {
   return checked_.emplace(m, std::move(lists)).first->second;
 }
 
-void StageRankTrainer::exchange_tied_gradient() {
-  torch::Tensor& grad = model_->transformer->wte->weight.mutable_grad();
-  if (!grad.defined()) grad = torch::zeros_like(model_->transformer->wte->weight);
-  const int peer = grid_.rank_of(grid_.pipeline, grid_.stage == 0 ? grid_.stages - 1 : 0);
+void exchange_tied_gradient(dist::Group& group, torch::Tensor& grad, int peer, bool first_stage) {
   torch::Tensor theirs = torch::empty_like(grad);
-  dist::PendingWork sent = world_.send_async(grad, peer, "tied embedding gradient");
-  world_.recv(theirs, peer, "tied embedding gradient");
+  // Note [One stream per pair] (dist/p2p_order.h): the lower rank posts its send first, the higher
+  // its receive first. Both sending first completes on Gloo but deadlocks NCCL above its p2p
+  // buffer, and GPT-2 small's tied gradient is 154 MB.
+  const std::string tag = "tied embedding gradient";
+  dist::PendingWork sent, received;
+  if (group.rank() < peer) {
+    sent = group.send_async(grad, peer, tag);
+    received = group.recv_async(theirs, peer, tag);
+  } else {
+    received = group.recv_async(theirs, peer, tag);
+    sent = group.send_async(grad, peer, tag);
+  }
+  received.wait();
   sent.wait();
   // The same sum on both: the first stage adds the head's part to its own, the last the
   // embeddings' part to its own, in that order on both, so that the two copies stay bit-equal.
-  if (grid_.stage == 0) {
+  if (first_stage) {
     grad.add_(theirs);
   } else {
     grad = theirs.add_(grad);
   }
+}
+
+void StageRankTrainer::exchange_tied_gradient() {
+  torch::Tensor& grad = model_->transformer->wte->weight.mutable_grad();
+  if (!grad.defined()) grad = torch::zeros_like(model_->transformer->wte->weight);
+  const int peer = grid_.rank_of(grid_.pipeline, grid_.stage == 0 ? grid_.stages - 1 : 0);
+  lm::exchange_tied_gradient(world_, grad, peer, grid_.stage == 0);
 }
 
 void StageRankTrainer::average_over_pipelines() {
@@ -143,10 +160,38 @@ void StageRankTrainer::clip(double max_norm) {
   }
 }
 
+namespace {
+
+constexpr int64_t kTimelineStep = 3;  // the step whose timeline is kept: after the first steps' allocations
+
+// The highest operation number in the log: what this rank posted before now.
+int64_t last_posted(const dist::CommLog& log) {
+  int64_t last = 0;
+  for (const dist::CommRecord& r : log.records()) last = std::max(last, r.sequence);
+  return last;
+}
+
+// Note [One stream per pair]: a pp message's tag as two numbers that travel in a tensor, and back.
+std::pair<double, double> tag_code(const std::string& tag) {
+  for (const auto& [kind, prefix] : {std::pair{0.0, "activation "}, std::pair{1.0, "gradient "}}) {
+    const std::string p = prefix;
+    if (tag.rfind(p, 0) == 0) return {kind, std::stod(tag.substr(p.size()))};
+  }
+  return {tag == "tied embedding gradient" ? 2.0 : 3.0, 0.0};
+}
+
+std::string tag_of(double kind, double micro) {
+  if (kind == 0) return pipeline::StageStep::activation_tag(static_cast<int>(micro));
+  if (kind == 1) return pipeline::StageStep::gradient_tag(static_cast<int>(micro));
+  return kind == 2 ? "tied embedding gradient" : "";
+}
+
+}  // namespace
+
 void StageRankTrainer::record(int64_t step, const pipeline::StageStep& stage_step) {
   peak_stored_ = std::max(peak_stored_, stage_step.peak_stored());
-  peak_bytes_ = std::max(peak_bytes_, stage_step.peak_stored_bytes());
-  constexpr int64_t kTimelineStep = 3;  // after the first steps' allocations
+  peak_held_ = std::max(peak_held_, stage_step.peak_held());
+  peak_bytes_ = std::max(peak_bytes_, stage_step.peak_held_bytes());
   if (step <= kTimelineStep) {
     timeline_step_ = step;
     timeline_ = stage_step.records();
@@ -231,10 +276,20 @@ train::StepResult StageRankTrainer::run_step(train::TrainState& state, const tra
                              grid_.stage > 0 ? grid_.rank_of(grid_.pipeline, grid_.stage - 1) : -1,
                              last ? -1 : grid_.rank_of(grid_.pipeline, grid_.stage + 1)};
   pipeline::StageStep stage_step(place, compute, std::move(inputs), std::move(output_shapes), torch::kFloat32);
+  // Note [One stream per pair]: the sends and receives of the timeline step, in the order this
+  // rank posted them (summary() checks every pair's for NCCL).
+  const bool keep_order = input.step <= kTimelineStep;
+  const int64_t posted_before = keep_order ? last_posted(world_.log()) : 0;
   parts_.run_stage(stage_step, schedules(m).at(static_cast<size_t>(grid_.stage)));
   stage_step.check_complete();
 
   if (shares_tied_weight_) exchange_tied_gradient();
+  if (keep_order) {
+    p2p_.clear();
+    for (const dist::CommRecord& r : world_.log().records()) {
+      if (r.sequence > posted_before && (r.op == "send" || r.op == "recv")) p2p_.push_back(r);
+    }
+  }
   if (stage_group_) average_over_pipelines();
   if (dump) train::write_rank_dump(*dump_, train::DumpPoint::kAfterSync, *state.module, *input.rows);
   if (state.max_grad_norm > 0) clip(state.max_grad_norm);
@@ -259,8 +314,8 @@ void StageRankTrainer::gather_model() {
 
 nlohmann::json StageRankTrainer::summary() {
   // Every rank's peaks and timeline, gathered (the same shapes on every rank: 2m records each).
-  torch::Tensor peaks = torch::tensor({static_cast<double>(peak_stored_), static_cast<double>(peak_bytes_)},
-                                      torch::kFloat64);
+  torch::Tensor peaks = torch::tensor({static_cast<double>(peak_stored_), static_cast<double>(peak_bytes_),
+                                       static_cast<double>(peak_held_)}, torch::kFloat64);
   const std::vector<torch::Tensor> all_peaks = world_.all_gather(peaks, "pipeline peaks");
   torch::Tensor mine = torch::zeros({static_cast<int64_t>(timeline_.size()), 4}, torch::kFloat64);
   for (size_t k = 0; k < timeline_.size(); ++k) {
@@ -278,13 +333,17 @@ nlohmann::json StageRankTrainer::summary() {
   j["micro_batches"] = grid_.micro_batches;
   j["schedule"] = pipeline::schedule_kind_name(grid_.schedule);
   j["layer_stages"] = grid_.layer_stages;
-  std::vector<int> stored;
+  std::vector<int> stored, held;
   std::vector<int64_t> bytes;
   for (const torch::Tensor& t : all_peaks) {
     stored.push_back(static_cast<int>(t[0].item<double>()));
     bytes.push_back(static_cast<int64_t>(t[1].item<double>()));
+    held.push_back(static_cast<int>(t[2].item<double>()));
   }
-  j["peak_stored_micro_batches"] = stored;  // per rank
+  // Per rank. Stored: for the backward (the schedule's count). Held: stored or in a send not yet
+  // waited for, and peak_activation_bytes their bytes (Note [Held, not only stored]).
+  j["peak_stored_micro_batches"] = stored;
+  j["peak_held_micro_batches"] = held;
   // Note [Bytes of a stage rank]: per rank, per step (steps 2 on).
   const double steps = std::max<int64_t>(measured_steps_, 1);
   torch::Tensor traffic = torch::tensor({predicted_tx_ / steps, measured_tx_ / steps, measured_rx_ / steps,
@@ -304,6 +363,43 @@ nlohmann::json StageRankTrainer::summary() {
     j["traffic"] = {{"interface", interface_}, {"shared_interface", interface_ == "lo"}, {"ranks", ranks}};
   }
   j["peak_activation_bytes"] = bytes;
+  // Note [One stream per pair]: every rank's sends and receives of the timeline step (op, peer,
+  // number, tag), gathered, and whether NCCL could pair them ("" when it could).
+  torch::Tensor count = torch::tensor({static_cast<double>(p2p_.size())}, torch::kFloat64);
+  int64_t most = 1;
+  const std::vector<torch::Tensor> counts = world_.all_gather(count, "pipeline messages");
+  for (const torch::Tensor& c : counts) most = std::max(most, static_cast<int64_t>(c.item<double>()));
+  torch::Tensor rows = torch::full({most, 5}, -1.0, torch::kFloat64);
+  for (size_t k = 0; k < p2p_.size(); ++k) {
+    const auto row = static_cast<int64_t>(k);
+    const auto [kind, micro] = tag_code(p2p_[k].tag);
+    rows[row][0] = p2p_[k].op == "send" ? 0.0 : 1.0;
+    rows[row][1] = p2p_[k].peer;
+    rows[row][2] = static_cast<double>(p2p_[k].sequence);
+    rows[row][3] = kind;
+    rows[row][4] = micro;
+  }
+  const std::vector<torch::Tensor> all_rows = world_.all_gather(rows, "pipeline message order");
+  std::vector<std::vector<dist::CommRecord>> logs(all_rows.size());
+  for (size_t r = 0; r < all_rows.size(); ++r) {
+    const auto n = static_cast<int64_t>(counts[r].item<double>());
+    for (int64_t k = 0; k < n; ++k) {
+      const torch::Tensor row = all_rows[r][k];
+      dist::CommRecord c;
+      c.op = row[0].item<double>() == 0 ? "send" : "recv";
+      c.peer = static_cast<int>(row[1].item<double>());
+      c.sequence = static_cast<int64_t>(row[2].item<double>());
+      c.tag = tag_of(row[3].item<double>(), row[4].item<double>());
+      logs[r].push_back(c);
+    }
+  }
+  std::string problem;
+  try {
+    dist::check_stream_order(logs);
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  j["p2p_order"] = {{"step", timeline_step_}, {"problem", problem}};
   // Pipeline 0's ranks, one row per stage, seconds from the first action of any of them.
   double origin = INFINITY, end = -INFINITY, busy = 0;
   for (int s = 0; s < grid_.stages; ++s) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "dtlab/core/error.h"
@@ -100,7 +101,9 @@ torch::Tensor StageStep::forward(int micro, const torch::Tensor& input) {
   stored_[micro] = {x, kept, bytes};
   stored_bytes_ += bytes;
   peak_stored_ = std::max(peak_stored_, static_cast<int>(stored_.size()));
-  peak_bytes_ = std::max(peak_bytes_, stored_bytes_);
+  // Counted once while stored when it is the output's own memory (a contiguous output).
+  if (sent.defined()) watch_sent(sent, micro, /*activation=*/sent.storage().is_alias_of(y.storage()));
+  measure_held();
   return sent;
 }
 
@@ -135,7 +138,35 @@ torch::Tensor StageStep::backward(int micro, const torch::Tensor& output_grad) {
   record.end = wall_seconds();
   records_.push_back(record);
   stored_bytes_ -= s.bytes;
+  // Freed here, so that what is measured next is only what something else still keeps alive (a
+  // send of this micro-batch's activation not yet waited for).
+  s = Stored{};
+  if (input_grad.defined()) watch_sent(input_grad, micro, /*activation=*/false);
+  measure_held();
   return input_grad;
+}
+
+void StageStep::watch_sent(const torch::Tensor& t, int micro, bool activation) {
+  sent_.push_back({t.storage().getWeakStorageImpl(), micro, static_cast<int64_t>(t.storage().nbytes()), activation});
+}
+
+// Note [Held, not only stored]: stored + the sent tensors something still keeps alive.
+void StageStep::measure_held() {
+  std::set<int> micro_batches;
+  for (const auto& [micro, s] : stored_) micro_batches.insert(micro);
+  int64_t bytes = stored_bytes_;
+  std::vector<Sent> alive;
+  for (Sent& s : sent_) {
+    if (s.storage.expired()) continue;  // its send was waited for and nothing else holds it
+    if (!(s.activation && stored_.count(s.micro))) {
+      bytes += s.bytes;
+      micro_batches.insert(s.micro);
+    }
+    alive.push_back(std::move(s));
+  }
+  sent_ = std::move(alive);
+  peak_held_ = std::max(peak_held_, static_cast<int>(micro_batches.size()));
+  peak_held_bytes_ = std::max(peak_held_bytes_, bytes);
 }
 
 void StageStep::check_complete() const {

@@ -41,6 +41,7 @@ struct CommRecord {
   double seconds = 0;  // from the call to completion (for async: to wait())
   std::string tag;     // who asked: "gradients", "ddp bucket 3", "loss", ...
   int64_t sequence = 0;  // this rank's count of operations issued, from 1
+  int peer = -1;         // send: the destination, recv: the source (ranks of this group); -1 otherwise
 };
 
 class CommLog {

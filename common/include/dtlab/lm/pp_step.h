@@ -55,6 +55,12 @@ struct StageGrid {
   int rank_of(int pipeline_index, int stage_index) const { return pipeline_index * stages + stage_index; }
 };
 
+// The tied embedding's gradient summed between the first stage and the last of one pipeline: each
+// sends its grad to peer and adds peer's, the same sum in the same order on both (first_stage:
+// this rank holds the embeddings). Sends and receives in an order NCCL can pair (Note [One
+// stream per pair] in dist/p2p_order.h). grad must be contiguous, on the group's device.
+void exchange_tied_gradient(dist::Group& group, torch::Tensor& grad, int peer, bool first_stage);
+
 // The grid of `world` ranks for `stages` stages: an Error naming --stages unless it divides the
 // world size.
 StageGrid plan_stage_grid(int world, int rank, int stages, int micro_batches, pipeline::ScheduleKind schedule,
@@ -80,11 +86,12 @@ class StageRankTrainer {
   // rank trains only its stage's). A collective: every rank calls it at the same point.
   void gather_model();
 
-  // Per stage rank: the most micro-batches and bytes of activations stored at once; one step's
-  // timeline of every rank on one clock (seconds from the step's first action), and the bubble
-  // measured on it; the bytes each rank sends and receives per step, predicted from the
-  // boundaries' shapes and measured on its interface (steps 2 on). A collective (it gathers the
-  // ranks' figures).
+  // Per stage rank: the most micro-batches stored at once, and held (Note [Held, not only
+  // stored]) with their bytes; one step's timeline of every rank on one clock (seconds from the
+  // step's first action), and the bubble measured on it; whether that step's sends and receives
+  // were posted in an order NCCL can pair ("p2p_order", Note [One stream per pair]); the bytes
+  // each rank sends and receives per step, predicted from the boundaries' shapes and measured on
+  // its interface (steps 2 on). A collective (it gathers the ranks' figures).
   nlohmann::json summary();
 
  private:
@@ -111,10 +118,11 @@ class StageRankTrainer {
   std::vector<torch::Tensor> my_parameters_;  // the tied weight once, on the stages that use it
   bool shares_tied_weight_ = false;           // the first or the last stage of several, tied
   std::map<int, std::vector<pipeline::StageSchedule>> checked_;
-  int peak_stored_ = 0;
+  int peak_stored_ = 0, peak_held_ = 0;  // Note [Held, not only stored] (pipeline/stage_step.h)
   int64_t peak_bytes_ = 0;
   int64_t timeline_step_ = 0;
   std::vector<pipeline::ActionRecord> timeline_;  // this rank's, at timeline_step_
+  std::vector<dist::CommRecord> p2p_;  // its sends and receives of that step (Note [One stream per pair])
   int timeline_micro_batches_ = 0;
   // Note [Bytes of a stage rank]: what the boundaries carry, predicted, and what crossed the
   // interface, measured, summed over the steps after the first.

@@ -12,8 +12,19 @@
 // Note [Stored activations]: forward(i) keeps micro-batch i's input (a leaf that requires grad)
 // and output (with its graph) until backward(i) frees them. Their count at once is what the
 // schedule decides: GPipe holds all m before its first backward, 1F1B at most n - stage.
+//
+// Note [Held, not only stored]: what the process holds is more than what forward stored. The
+// tensor forward returns for sending shares its output's memory, and a c10d send keeps its tensor
+// alive until its PendingWork is waited for (and destroyed); the gradient backward returns is new
+// memory the same way. A protocol that waits for its sends only at the end of the step holds
+// every micro-batch's activation on stage 0 whatever the schedule, so 1F1B's bound would be
+// reported but not held. The step therefore watches every tensor it returned for sending through
+// a weak reference to its storage: held = stored + sent tensors still alive (not counted twice
+// while their micro-batch is stored). peak_held() and peak_held_bytes() are measured, at the end
+// of every forward and backward, from what is alive then, whoever keeps it alive.
 #pragma once
 
+#include <c10/core/Storage.h>
 #include <torch/types.h>
 
 #include <chrono>
@@ -101,9 +112,13 @@ class StageStep {
   void check_complete() const;
   // The sum of the last stage's micro-batch losses (0 elsewhere).
   double loss() const { return loss_; }
-  // The most micro-batches this stage held stored at once, and their bytes.
+  // The most micro-batches this stage held stored for their backward at once (the schedule's
+  // count, Note [Stored activations]).
   int peak_stored() const { return peak_stored_; }
-  int64_t peak_stored_bytes() const { return peak_bytes_; }
+  // The most micro-batches whose boundary tensors this process held at once, stored or in a send
+  // not yet waited for, and their bytes (Note [Held, not only stored]).
+  int peak_held() const { return peak_held_; }
+  int64_t peak_held_bytes() const { return peak_held_bytes_; }
   const std::vector<ActionRecord>& records() const { return records_; }
 
  private:
@@ -111,8 +126,17 @@ class StageStep {
     torch::Tensor input, output;  // output: the loss on the last stage
     int64_t bytes = 0;
   };
+  // A tensor returned for sending, watched without keeping it alive (Note [Held, not only stored]).
+  struct Sent {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    int micro = 0;
+    int64_t bytes = 0;
+    bool activation = false;  // the stored output's own memory: counted once while stored
+  };
   void check_micro(int micro, const char* what) const;
   std::string where() const;
+  void watch_sent(const torch::Tensor& t, int micro, bool activation);
+  void measure_held();
 
   StagePlace place_;
   StageCompute compute_;
@@ -122,8 +146,9 @@ class StageStep {
   std::map<int, Stored> stored_;
   std::vector<int> forwards_, backwards_;  // per micro-batch: how many times each ran
   double loss_ = 0;
-  int peak_stored_ = 0;
-  int64_t stored_bytes_ = 0, peak_bytes_ = 0;
+  int peak_stored_ = 0, peak_held_ = 0;
+  int64_t stored_bytes_ = 0, peak_held_bytes_ = 0;
+  std::vector<Sent> sent_;
   std::vector<ActionRecord> records_;
 };
 

@@ -51,7 +51,14 @@ StageSchedule one_f_one_b_schedule(int stage, int stages, int micro_batches);
 // Messages go over step.group() and are tagged StageStep::activation_tag(i) or gradient_tag(i).
 // c10d pairs a send with a receive by order, and a blocking send returns only once its receiver
 // has posted the receive: sends must not block the schedule (1F1B's steady state has neighbours
-// that each send before they receive). Every send has completed when run_stage returns.
+// that each send before they receive). A send keeps its tensor alive until it is waited for: the
+// sends of one action are waited for once the next action's input has arrived, so that the stage
+// holds no more than its schedule stores (Note [Held, not only stored], pipeline/stage_step.h).
+// On NCCL a pair's sends and receives run on one stream in posting order (Note [One stream per
+// pair], dist/p2p_order.h): after a backward whose next action is a forward, the forward's
+// receive is posted (recv_async) before the gradient is sent back, so that on each pair the
+// earlier stage sends first and the later receives first. Every send has completed when
+// run_stage returns.
 void run_stage(StageStep& step, const StageSchedule& schedule);
 
 }  // namespace dtlab::pp
