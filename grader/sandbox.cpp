@@ -39,6 +39,8 @@ using Clock = std::chrono::steady_clock;
 
 std::string errno_text() { return std::strerror(errno); }
 
+std::string fmt_seconds(double seconds) { return std::to_string(static_cast<long>(seconds)) + " s"; }
+
 fs::path find_on_path(const std::string& program) {
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/bin:/bin";
@@ -837,16 +839,22 @@ CompileResult run_compile(const Sandbox& sandbox, const CompileJail& jail, const
   }
   result.output += text;
   if (!result.timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  if (!result.timed_out && WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    result.output += "\n[dtlab: the compile was stopped by signal " + std::to_string(sig) +
-                     (sig == SIGXCPU ? ": over its limit of " + std::to_string(limits.cpu_seconds) + " s of CPU time" : "") +
-                     (sig == SIGXFSZ ? ": a file over its limit of " + std::to_string(limits.file_size >> 20) + " MiB" : "") +
-                     (sig == SIGKILL || sig == SIGSEGV ? " (its limit of address space is " +
-                                                             std::to_string(limits.address_space >> 30) + " GiB)" : "") +
-                     "]\n";
+  // The compiler driver reports a stage that a signal ended ("... signal terminated program
+  // as"); the driver itself may be the one signalled. Either way the limits are named.
+  const bool signalled = !result.timed_out && WIFSIGNALED(status);
+  if (result.timed_out || signalled || result.output.find("signal terminated program") != std::string::npos) {
+    result.output += "\n[dtlab: the compile was stopped" +
+                     (signalled ? " by signal " + std::to_string(WTERMSIG(status)) : std::string()) +
+                     (result.timed_out ? " after " + fmt_seconds(limits.seconds) : std::string()) +
+                     "; its limits: " + compile_limits_text(limits) + "]\n";
   }
   return result;
+}
+
+std::string compile_limits_text(const CompileLimits& limits) {
+  return std::to_string(limits.cpu_seconds) + " s of CPU time and " + std::to_string(limits.address_space >> 30) +
+         " GiB of address space per process, files of " + std::to_string(limits.file_size >> 20) + " MiB, " +
+         std::to_string(limits.processes) + " processes, " + fmt_seconds(limits.seconds) + " per command";
 }
 
 std::vector<fs::path> answers_readable_by_sandbox(const Sandbox& sandbox, const fs::path& source_dir,

@@ -82,7 +82,7 @@ struct SandboxLimits {
 struct CompileLimits {
   uint64_t cpu_seconds = 600;                   // RLIMIT_CPU, per process (a template bomb)
   uint64_t address_space = 8ull << 30;          // RLIMIT_AS, per process
-  uint64_t file_size = 1ull << 30;              // RLIMIT_FSIZE: an object or the binary
+  uint64_t file_size = 256ull << 20;            // RLIMIT_FSIZE: an object or the binary (a few MiB)
   uint64_t processes = 64;                      // RLIMIT_NPROC, of the compile's own uid
   uint64_t tmp_bytes = 512ull << 20;            // /tmp (bwrap)
   uint64_t output_bytes = 64ull << 10;          // the compiler's output: its last part
@@ -193,8 +193,11 @@ struct CompileResult {
   std::string output;   // stdout and stderr; past CompileLimits::output_bytes, its last part
 };
 // Runs argv (the compiler, a link) inside the jail, in jail.work; throws dtlab::Error when it
-// cannot start.
+// cannot start. A compile that a limit stopped says so in its output, naming the limits
+// (compile_limits_text).
 CompileResult run_compile(const Sandbox& sandbox, const CompileJail& jail, const std::vector<std::string>& argv);
+// "600 s of CPU time and 8 GiB of address space per process, files of 256 MiB, ...".
+std::string compile_limits_text(const CompileLimits& limits);
 
 // User mode: the answers of the kit (solutions/, tests/mutants/, build/*-solution, the build's
 // tests and benchmarks) that the sandbox's uid can read or run here, found by trying as that uid;

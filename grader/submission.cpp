@@ -28,14 +28,19 @@ std::string compiler_errors(const std::string& output) {
   std::istringstream in(output);
   std::string errors, tail;
   int count = 0;
+  std::string limits;
   for (std::string line; std::getline(in, line);) {
-    if ((line.find("error") != std::string::npos || line.find("CMake Error") != std::string::npos) && count < 12) {
+    if (line.rfind("[dtlab: ", 0) == 0) {  // the grader's own words: a limit stopped the compile (run_compile)
+      limits += "    " + line + "\n";
+      continue;
+    }
+    if ((line.find("error") != std::string::npos || line.find("Error:") != std::string::npos) && count < 12) {
       errors += "    " + line + "\n";
       ++count;
     }
-    tail = line;
+    if (!line.empty()) tail = line;
   }
-  return errors.empty() ? "    " + tail + "\n" : errors;
+  return (errors.empty() ? "    " + tail + "\n" : errors) + limits;
 }
 
 }  // namespace

@@ -413,4 +413,24 @@ TEST(HostileSubmissions, ASubmissionCannotReadAnEarlierOnesBinary) {
   EXPECT_EQ(file_identity(cache), cache_before);
 }
 
+// A compile that writes an object past the compile's file size limit (256 MiB) is stopped, and
+// the verdict names the limits.
+TEST(HostileSubmissions, ACompileOverItsLimitsIsStoppedAndSaysWhy) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("hostile-compile-limit");
+  fs::create_directories(dir / "student");
+  fs::copy(fs::path(DTLAB_SOURCE_DIR) / "tasks" / "task2b", dir / "student" / "task2b");
+  write_text(dir / "student" / "task2b" / "huge.cpp", "asm(\".data\\n.skip 400000000\\n.previous\");\n");
+  const auto r = run_grader({"check", "task2b", "--only", "broadcast", "--submission", (dir / "student").string(),
+                             "--results", (dir / "results").string(), "--timeout", "5", "--threads", "1", "--sandbox",
+                             "bwrap"},
+                            300);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results" / "only" / "results.json");
+  const auto& t = results.at("tests").at(0);
+  EXPECT_EQ(t.at("extra_data").at("outcome"), "build failed") << t.dump(2);
+  const std::string output = t.at("output").get<std::string>();
+  EXPECT_NE(output.find("the compile was stopped"), std::string::npos) << output;
+  EXPECT_NE(output.find("files of 256 MiB"), std::string::npos) << output;
+}
+
 }  // namespace
