@@ -459,6 +459,15 @@ Sandbox choose_sandbox(const std::string& requested, const fs::path& launcher) {
     s.limits.memory_bytes = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
                             static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE)) / 4 * 3;
   }
+  // What all runs of a grading may bring back, in MiB (a machine with a small disk; the tests).
+  if (const char* mib = std::getenv("DTLAB_SANDBOX_GRADING_COPY_MIB")) {
+    const std::string text = mib;
+    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) {
+      throw Error("DTLAB_SANDBOX_GRADING_COPY_MIB=" + text + ": give a whole number of MiB (the default is " +
+                  std::to_string(s.limits.copy_grading_bytes >> 20) + ")");
+    }
+    s.limits.copy_grading_bytes = std::stoull(text) << 20;
+  }
   if (const char* uid = std::getenv("DTLAB_SANDBOX_UID")) {
     s.uid = static_cast<uid_t>(std::stoul(uid));
     s.gid = static_cast<gid_t>(s.uid);

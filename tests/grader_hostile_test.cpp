@@ -413,6 +413,30 @@ TEST(HostileSubmissions, ASubmissionCannotReadAnEarlierOnesBinary) {
   EXPECT_EQ(file_identity(cache), cache_before);
 }
 
+// What all runs of a grading bring back is bounded (pp makes about 15 runs of up to 512 MiB
+// each): with a bound of 1 MiB, the gradient dumps (17 MiB a rank) stay behind, run.json says
+// why, and the check cannot pass on what did not come back.
+TEST(HostileSubmissions, AGradingBringsBackAtMostItsBound) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grading-copy-bound");
+  ::setenv("DTLAB_SANDBOX_GRADING_COPY_MIB", "1", 1);
+  const auto r = run_grader({"check", "task2b", "--solutions", "--only", "gradients", "--results",
+                             (dir / "results").string(), "--timeout", "10", "--threads", "1", "--sandbox", "bwrap"},
+                            300);
+  ::unsetenv("DTLAB_SANDBOX_GRADING_COPY_MIB");
+  ASSERT_FALSE(r.timed_out) << r.output;
+  uintmax_t total = 0;
+  std::string left_out;
+  for (const auto& [path, size] : files_under(dir / "results")) {
+    if (path.find("/output/") != std::string::npos || path.find("/dump/") != std::string::npos) total += size;
+    if (fs::path(path).filename() == "run.json") left_out += read_text(dir / "results" / path);
+  }
+  EXPECT_LE(total, 1u << 20);
+  EXPECT_NE(left_out.find("over the grading's limit of 1 MiB brought back"), std::string::npos) << left_out;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results" / "only" / "results.json");
+  EXPECT_NE(results.at("tests").at(0).at("extra_data").at("outcome"), "passed") << results.dump(2);
+  EXPECT_NE(r.exit_code, 0);
+}
+
 // A compile that writes an object past the compile's file size limit (256 MiB) is stopped, and
 // the verdict names the limits.
 TEST(HostileSubmissions, ACompileOverItsLimitsIsStoppedAndSaysWhy) {
