@@ -433,7 +433,9 @@ TEST(HostileSubmissions, AGradingBringsBackAtMostItsBound) {
   EXPECT_LE(total, 1u << 20);
   EXPECT_NE(left_out.find("over the grading's limit of 1 MiB brought back"), std::string::npos) << left_out;
   const nlohmann::json results = dtlab::io::read_json_file(dir / "results" / "only" / "results.json");
-  EXPECT_NE(results.at("tests").at(0).at("extra_data").at("outcome"), "passed") << results.dump(2);
+  EXPECT_EQ(results.at("tests").at(0).at("extra_data").at("outcome"), "error") << results.dump(2);
+  EXPECT_NE(results.at("tests").at(0).at("output").get<std::string>().find("over the grading's limit of 1 MiB"),
+            std::string::npos) << results.dump(2);
   EXPECT_NE(r.exit_code, 0);
 }
 
