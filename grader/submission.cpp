@@ -272,7 +272,8 @@ SubmissionBuild build_submission(const fs::path& submission, const std::vector<s
       link[commands.output_at] = binary.string();
       link.insert(link.begin() + static_cast<long>(commands.objects_at), objects.begin(), objects.end());
       const CompileResult r = run_compile(sandbox, jail, {"/bin/sh", "-c", join_words(link)});
-      if (r.exit_code != 0 || !fs::is_regular_file(binary)) {
+      // A regular file, not a link the grader's copy below would follow.
+      if (r.exit_code != 0 || !fs::is_regular_file(fs::symlink_status(binary))) {
         failed = fmt::format("{}/ does not link{}:\n{}", (root / e).string(), r.timed_out ? " (timed out)" : "",
                              compiler_errors(r.output));
       }
