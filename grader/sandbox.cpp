@@ -869,12 +869,16 @@ std::string compile_limits_text(const CompileLimits& limits) {
 std::vector<fs::path> answers_readable_by_sandbox(const Sandbox& sandbox, const fs::path& source_dir,
                                                   const fs::path& build_dir) {
   if (sandbox.mode != SandboxMode::kUser || ::geteuid() != 0) return {};
-  // The candidates: every file of the answers' folders and the programs built from them.
+  // The candidates: every file of the answers' folders and the programs built from them. The
+  // build's tests and benchmarks compile solution sources in only beside solutions/ (a student
+  // release's tests hold no answers, and it has no benchmarks).
   std::vector<fs::path> candidates;
   std::error_code ec;
+  const bool answers_built = fs::exists(source_dir / "solutions", ec);
   for (const fs::path& folder : {source_dir / "solutions", source_dir / "tests" / "mutants", build_dir / "tests",
                                  build_dir / "bench"}) {
     if (!fs::is_directory(folder, ec)) continue;
+    if (!answers_built && folder.parent_path() == build_dir) continue;
     candidates.push_back(folder);
     for (auto it = fs::recursive_directory_iterator(folder, ec); !ec && it != fs::recursive_directory_iterator();
          it.increment(ec)) {
