@@ -47,7 +47,9 @@ endfunction()
 
 # dtlab_task(T): builds `T` from tasks/T and `T-solution` from solutions/T, both with the driver
 # common/drivers/T_main.cpp. `make T` builds and runs the student's version.
-# The driver is compiled once (the object library driver-T) and linked into each of them.
+# The driver is compiled once (the object library driver-T) and linked into each of them. The
+# grader compiles a submission with T's own compile and link lines, read from build.ninja (Note
+# [Submission commands] in grader/submission.cpp), outside this build.
 function(dtlab_task name)
   file(GLOB student_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tasks/${name}/*.cpp)
   file(GLOB solution_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/solutions/${name}/*.cpp)
@@ -61,15 +63,6 @@ function(dtlab_task name)
   if(solution_sources)
     add_executable(${name}-solution ${driver} ${solution_sources})
     dtlab_target_defaults(${name}-solution)
-  endif()
-  # A submission to grade (grader check --submission DIR sets DTLAB_SUBMISSION_DIR): its files
-  # with the same driver, built as submission-T into build/submission/T.
-  if(DTLAB_SUBMISSION_DIR AND IS_DIRECTORY ${DTLAB_SUBMISSION_DIR}/${name})
-    file(GLOB submission_sources CONFIGURE_DEPENDS ${DTLAB_SUBMISSION_DIR}/${name}/*.cpp)
-    add_executable(submission-${name} EXCLUDE_FROM_ALL ${driver} ${submission_sources})
-    dtlab_target_defaults(submission-${name})
-    set_target_properties(submission-${name} PROPERTIES OUTPUT_NAME ${name}
-                          RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/submission)
   endif()
 endfunction()
 
@@ -193,7 +186,7 @@ function(dtlab_write_build_paths)
     get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
     foreach(t IN LISTS targets)
       get_target_property(type ${t} TYPE)
-      if(type STREQUAL "EXECUTABLE" AND NOT t MATCHES "^submission-")
+      if(type STREQUAL "EXECUTABLE")
         string(APPEND programs "    {\"${t}\", \"$<TARGET_FILE:${t}>\"},\n")
       endif()
     endforeach()

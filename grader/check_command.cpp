@@ -1,6 +1,7 @@
 // grader check: runs the checks of the chosen exercises, prints the table and writes Gradescope's
 // results.json after every check.
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -49,6 +50,23 @@ int check_command(const CheckFlags& f) {
   options.sandbox = choose_sandbox(f.sandbox, kBuildDir / "grader" / "dtlab-sandbox-launcher");
   // CUDA reserves far more than it uses; so do the sanitizers (Note [Sanitized builds]).
   options.sandbox.limit_address_space = f.backend != "nccl" && !kSanitizedBuild;
+  if (options.sandbox.mode == SandboxMode::kUser) {
+    if (!f.submission.empty()) {
+      const std::vector<fs::path> readable = answers_readable_by_sandbox(options.sandbox, kSourceDir, kBuildDir);
+      if (!readable.empty()) {
+        std::string list;
+        for (size_t i = 0; i < readable.size() && i < 5; ++i) list += "\n  " + readable[i].string();
+        if (readable.size() > 5) list += fmt::format("\n  and {} more", readable.size() - 5);
+        throw Error(fmt::format(
+            "--sandbox user: the sandbox's uid ({}) can read the kit's answers, which a submission could #include "
+            "or run:{}\nMake them the grader's alone (`chmod -R go-rwx {}/solutions {}/tests/mutants {}/tests "
+            "{}/bench {}/*-solution`), grade from a student release plus the grader (no answers), or grade where "
+            "bubblewrap can start (--sandbox bwrap)",
+            options.sandbox.uid, list, kSourceDir.string(), kSourceDir.string(), kBuildDir.string(),
+            kBuildDir.string(), kBuildDir.string()));
+      }
+    }
+  }
   options.binaries[kReference] = kBuildDir / "grader" / "dtlab-reference";
   options.binaries[kReferenceGpt2] = kBuildDir / "tools" / "dtlab-gpt2";
 
@@ -69,6 +87,7 @@ int check_command(const CheckFlags& f) {
   } catch (const Error& e) {
     fail_all(Status::kError, std::string("the grader could not make its fixtures: ") + e.what());
   }
+  SubmissionBuild submission_build;  // its binaries' folder lasts as long as the grading
   if (!f.submission.empty()) {
     submission = "submission " + fs::absolute(f.submission).string();
     try {
@@ -76,10 +95,9 @@ int check_command(const CheckFlags& f) {
       for (const auto& [e, why] : missing_exercises(f.submission, exercises)) {
         setup_failures.emplace(e, Verdict{Status::kNotSubmitted, why});
       }
-      const SubmissionBuild build =
-          build_submission(f.submission, exercises, kSourceDir, kBuildDir, options.sandbox, results_root);
-      options.binaries.insert(build.binaries.begin(), build.binaries.end());
-      for (const auto& [e, why] : build.failures) setup_failures.emplace(e, Verdict{Status::kBuildFailed, why});
+      submission_build = build_submission(f.submission, exercises, kSourceDir, kBuildDir, options.sandbox);
+      options.binaries.insert(submission_build.binaries.begin(), submission_build.binaries.end());
+      for (const auto& [e, why] : submission_build.failures) setup_failures.emplace(e, Verdict{Status::kBuildFailed, why});
     } catch (const Error& e) {
       fail_all(Status::kBuildFailed, e.what());
     }
@@ -107,6 +125,13 @@ int check_command(const CheckFlags& f) {
   fmt::print("grader: checking {} of {} (results in {})\n", fmt::join(exercises, ", "), submission,
              options.results_dir.string());
   std::fflush(stdout);
+  if (options.sandbox.mode == SandboxMode::kUser) {
+    // User mode hides files by their permissions only: what the grader writes from here on (the
+    // reference runs' results and dumps, training orders) is the grader's alone, as each run's
+    // scratch folder is its uid's alone (Note [The sandbox]). After the fixtures, which every
+    // run reads.
+    ::umask(077);
+  }
   Runner runner(options);
   std::vector<CheckOutcome> outcomes;
   const fs::path results_path = options.results_dir / "results.json";

@@ -111,6 +111,13 @@ const Run& Runner::run(const RunRequest& request) {
     run.failure->message += "\n  not brought back from the sandbox: " + run.left_out.front() +
                             (run.left_out.size() > 1 ? fmt::format(" and {} more (run.json)", run.left_out.size() - 1) : "");
   }
+  // A file the grading's bound left behind (sandbox.h, copy_grading_bytes): the checks would
+  // read its absence as the run's own doing.
+  for (const auto& l : run.left_out) {
+    if (!run.failure && l.find("over the grading's limit") != std::string::npos) {
+      run.failure = Verdict{Status::kError, what + ": not brought back from the sandbox: " + l};
+    }
+  }
   nlohmann::json command = nlohmann::json::array();
   for (const auto& a : rank_command(spec, 0, run.launch.port)) command.push_back(a);
   nlohmann::json ranks = nlohmann::json::array();

@@ -39,6 +39,8 @@ using Clock = std::chrono::steady_clock;
 
 std::string errno_text() { return std::strerror(errno); }
 
+std::string fmt_seconds(double seconds) { return std::to_string(static_cast<long>(seconds)) + " s"; }
+
 fs::path find_on_path(const std::string& program) {
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/bin:/bin";
@@ -96,6 +98,8 @@ struct Start {
   bool limit_processes = true;
   SandboxLimits limits;
   bool limit_address_space = true;
+  uint64_t cpu_seconds = 0;    // RLIMIT_CPU (the compile); 0: none
+  std::string cwd;             // where it starts ("": the grader's)
 };
 
 void bring_up_loopback() {
@@ -110,7 +114,9 @@ void bring_up_loopback() {
   ::close(fd);
 }
 
-// Starts the child in its own process group; throws when it cannot exec.
+// Starts the child in a session (and so a process group) of its own, without a controlling
+// terminal: nothing it starts can open /dev/tty and push input (TIOCSTI) into the terminal of the
+// grader, which may be a root shell. Throws when it cannot exec.
 pid_t start_child(const Start& s) {
   std::vector<char*> argv, env;
   for (const auto& a : s.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -122,6 +128,7 @@ pid_t start_child(const Start& s) {
   const rlimit as{s.limits.address_space, s.limits.address_space};
   const rlimit fsize{s.limits.file_size, s.limits.file_size};
   const rlimit nofile{s.limits.open_files, s.limits.open_files};
+  const rlimit cpu{s.cpu_seconds, s.cpu_seconds};
   int exec_fds[2];
   if (::pipe2(exec_fds, O_CLOEXEC) != 0) throw Error("pipe: " + errno_text());
   const pid_t pid = ::fork();
@@ -132,13 +139,14 @@ pid_t start_child(const Start& s) {
       (void)!::write(exec_fds[1], err, sizeof err);
       ::_exit(127);
     };
-    ::setpgid(0, 0);
+    if (::setsid() < 0) fail(5);
     ::signal(SIGPIPE, SIG_DFL);
     if (s.new_network && ::unshare(CLONE_NEWNET) == 0) bring_up_loopback();
     if (s.limit) {
       if (::setrlimit(RLIMIT_CORE, &no_core) != 0 || (s.limit_processes && ::setrlimit(RLIMIT_NPROC, &nproc) != 0) ||
           ::setrlimit(RLIMIT_FSIZE, &fsize) != 0 || ::setrlimit(RLIMIT_NOFILE, &nofile) != 0 ||
-          (s.limit_address_space && ::setrlimit(RLIMIT_AS, &as) != 0)) {
+          (s.limit_address_space && ::setrlimit(RLIMIT_AS, &as) != 0) ||
+          (s.cpu_seconds > 0 && ::setrlimit(RLIMIT_CPU, &cpu) != 0)) {
         fail(1);
       }
     }
@@ -151,10 +159,12 @@ pid_t start_child(const Start& s) {
       if (::setgroups(0, nullptr) != 0 || ::setgid(s.gid) != 0 || ::setuid(s.uid) != 0) fail(2);
       if (::setuid(0) == 0) fail(3);  // the switch must not be undoable
     }
+    if (!s.cwd.empty() && ::chdir(s.cwd.c_str()) != 0) fail(6);
     ::execve(argv[0], argv.data(), env.data());
     fail(4);
   }
-  ::setpgid(pid, pid);
+  // (No setpgid(pid, pid) here: made before the child's setsid, it would make the child a group
+  // leader, which setsid refuses.)
   ::close(exec_fds[1]);
   int err[2] = {0, 0};
   const bool failed = ::read(exec_fds[0], err, sizeof err) == sizeof err;
@@ -162,8 +172,8 @@ pid_t start_child(const Start& s) {
   if (failed) {
     ::waitpid(pid, nullptr, 0);
     const char* steps[] = {"", "setting its rlimits for", "switching to the sandbox's uid for",
-                           "dropping root for", "starting"};
-    throw Error("cannot start the sandbox (" + std::string(steps[err[0] % 5]) + " " + s.argv[0] + "): " +
+                           "dropping root for", "starting", "starting a new session for", "entering its folder for"};
+    throw Error("cannot start the sandbox (" + std::string(steps[err[0] % 7]) + " " + s.argv[0] + "): " +
                 std::strerror(err[1]));
   }
   return pid;
@@ -218,6 +228,15 @@ struct RootFs {
     fds.push_back(fd);
     args.insert(args.end(), {how, std::to_string(fd), path.string()});
   }
+  // A copy of the file's bytes at the same path, read-only with `perms`: bwrap reads them from a
+  // descriptor opened here, so the sandbox uid needs no way to the file (a training order in a
+  // results folder of mode 0700, a binary in the results of a grading).
+  void data(const fs::path& path, const char* perms) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error("the sandbox cannot read " + path.string() + ": " + errno_text());
+    fds.push_back(fd);
+    args.insert(args.end(), {"--perms", perms, "--ro-bind-data", std::to_string(fd), path.string()});
+  }
 };
 
 // The system's folders every sandbox sees, read-only, in order: /usr, the top-level folders of
@@ -237,10 +256,22 @@ void system_folders(const std::function<void(const fs::path&)>& bind, std::vecto
   bind("/etc");
 }
 
-void base_root(RootFs& root, uint64_t tmp_bytes) {
+// Every writable mount of a sandbox is a tmpfs of bounded size: its pages are no process's
+// resident memory, so the launcher's memory watch would not see a file system filling the RAM.
+void writable_mounts(std::vector<std::string>& args, uint64_t tmp_bytes, uint64_t shm_bytes) {
+  args.insert(args.end(), {"--proc", "/proc", "--dev", "/dev", "--size", std::to_string(shm_bytes), "--tmpfs",
+                           "/dev/shm", "--size", std::to_string(tmp_bytes), "--tmpfs", "/tmp"});
+}
+
+// After the last mount: bwrap's own root and /dev tmpfs (unbounded) read-only. Not recursive, so
+// the bounded tmpfs mounted on them stay writable.
+void seal_root(std::vector<std::string>& args) {
+  args.insert(args.end(), {"--remount-ro", "/dev", "--remount-ro", "/"});
+}
+
+void base_root(RootFs& root, uint64_t tmp_bytes, uint64_t shm_bytes) {
   system_folders([&](const fs::path& p) { root.bind(p); }, root.args);
-  root.args.insert(root.args.end(), {"--proc", "/proc", "--dev", "/dev", "--size", std::to_string(tmp_bytes),
-                                     "--tmpfs", "/tmp"});
+  writable_mounts(root.args, tmp_bytes, shm_bytes);
 }
 
 std::vector<std::string> bwrap_prefix() {
@@ -346,7 +377,8 @@ namespace {
 std::string bwrap_refusal(const Sandbox& candidate) {
   try {
     RootFs root;
-    base_root(root, 1 << 20);
+    base_root(root, 1 << 20, 1 << 20);
+    seal_root(root.args);
     Start s;
     s.argv = bwrap_prefix();
     s.argv.insert(s.argv.end(), root.args.begin(), root.args.end());
@@ -427,6 +459,15 @@ Sandbox choose_sandbox(const std::string& requested, const fs::path& launcher) {
     s.limits.memory_bytes = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
                             static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE)) / 4 * 3;
   }
+  // What all runs of a grading may bring back, in MiB (a machine with a small disk; the tests).
+  if (const char* mib = std::getenv("DTLAB_SANDBOX_GRADING_COPY_MIB")) {
+    const std::string text = mib;
+    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) {
+      throw Error("DTLAB_SANDBOX_GRADING_COPY_MIB=" + text + ": give a whole number of MiB (the default is " +
+                  std::to_string(s.limits.copy_grading_bytes >> 20) + ")");
+    }
+    s.limits.copy_grading_bytes = std::stoull(text) << 20;
+  }
   if (const char* uid = std::getenv("DTLAB_SANDBOX_UID")) {
     s.uid = static_cast<uid_t>(std::stoul(uid));
     s.gid = static_cast<gid_t>(s.uid);
@@ -494,9 +535,41 @@ SandboxResult run_in_sandbox(const Sandbox& sandbox, const SandboxRun& run) {
     }
   } remover{host_scratch};
 
+  // The files a run reads (its binary, a training order) may lie where the sandbox uid has no
+  // way (a results folder of mode 0700, as `mktemp -d` makes): bwrap gets copies of their bytes
+  // from descriptors opened here; in user mode they are copied into the run's own scratch
+  // folder, and the arguments that name them name the copies.
+  const fs::path binary = fs::absolute(run.spec.binary);
+  std::vector<fs::path> input_files;
+  for (const auto& p : run.inputs) {
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) input_files.push_back(fs::absolute(p));
+  }
+  std::string run_binary = binary.string();
+  std::vector<std::string> run_args = run.spec.args;
+  if (!bwrap && as_other_uid) {
+    const fs::path in = fs::path(host_scratch) / "in";
+    fs::create_directories(in);
+    auto copy_in = [&](const fs::path& from, fs::perms perms) {
+      const fs::path to = in / from.filename();
+      fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+      fs::permissions(to, perms);
+      if (::chown(to.c_str(), uid, gid) != 0) throw Error("cannot give " + to.string() + " to the sandbox uid: " + errno_text());
+      return to.string();
+    };
+    for (const auto& f : input_files) {
+      const std::string copy = copy_in(f, fs::perms::owner_read);
+      for (auto& a : run_args) {
+        if (a == f.string()) a = copy;
+      }
+    }
+    run_binary = copy_in(binary, fs::perms::owner_read | fs::perms::owner_exec);
+    if (::chown(in.c_str(), uid, gid) != 0) throw Error("cannot give " + in.string() + " to the sandbox uid: " + errno_text());
+  }
+
   nlohmann::json spec = {{"scratch", scratch.string()},
-                         {"binary", fs::absolute(run.spec.binary).string()},
-                         {"args", run.spec.args},
+                         {"binary", run_binary},
+                         {"args", run_args},
                          {"world", run.spec.world_size},
                          {"master", run.spec.master},
                          {"port", run.spec.port},
@@ -533,17 +606,18 @@ SandboxResult run_in_sandbox(const Sandbox& sandbox, const SandboxRun& run) {
   const std::vector<std::string> launcher_args = {sandbox.launcher.string(), "--status-fd",
                                                   std::to_string(status_fds[1]), "--spec", spec.dump()};
   if (bwrap) {
-    base_root(root, sandbox.limits.tmp_bytes);
+    base_root(root, sandbox.limits.tmp_bytes, sandbox.limits.shm_bytes);
     std::set<std::string> bound;
     for (const auto& p : sandbox.read_only) {
       if (bound.insert(p.string()).second) root.bind(p);
     }
     for (const auto& p : run.inputs) {
       const fs::path a = fs::absolute(p);
-      if (bound.insert(a.string()).second) root.bind(a);
+      if (!bound.insert(a.string()).second) continue;
+      if (std::find(input_files.begin(), input_files.end(), a) != input_files.end()) root.data(a, "0444");
+      else root.bind(a);
     }
-    const fs::path binary = fs::absolute(run.spec.binary);
-    if (bound.insert(binary.string()).second) root.bind(binary);
+    if (bound.insert(binary.string()).second) root.data(binary, "0555");
     root.bind(sandbox.launcher);
     if (!sandbox.limit_address_space) {  // a GPU run: the driver's devices and sysfs
       for (const auto& e : fs::directory_iterator("/dev")) {
@@ -556,8 +630,9 @@ SandboxResult run_in_sandbox(const Sandbox& sandbox, const SandboxRun& run) {
     }
     s.argv = bwrap_prefix();
     s.argv.insert(s.argv.end(), root.args.begin(), root.args.end());
-    s.argv.insert(s.argv.end(), {"--size", std::to_string(sandbox.limits.scratch_bytes), "--tmpfs", "/scratch",
-                                 "--chdir", "/scratch", "--"});
+    s.argv.insert(s.argv.end(), {"--size", std::to_string(sandbox.limits.scratch_bytes), "--tmpfs", "/scratch"});
+    seal_root(s.argv);
+    s.argv.insert(s.argv.end(), {"--chdir", "/scratch", "--"});
     s.argv.insert(s.argv.end(), launcher_args.begin(), launcher_args.end());
     s.keep_fds.insert(s.keep_fds.end(), root.fds.begin(), root.fds.end());
   } else {
@@ -612,14 +687,22 @@ SandboxResult run_in_sandbox(const Sandbox& sandbox, const SandboxRun& run) {
     const std::string path = space == std::string::npos ? "" : header.substr(space + 1);
     const bool fits = size <= std::max(sandbox.limits.copy_file_bytes, sandbox.limits.log_bytes + 4096) &&
                       total + size <= sandbox.limits.copy_total_bytes && files < sandbox.limits.copy_files;
+    // The grading's bound: what every run before this one brought back counts.
+    const bool grading_fits = *sandbox.copied + size <= sandbox.limits.copy_grading_bytes;
+    if (fits && !grading_fits) {
+      result.left_out.push_back(path + " (over the grading's limit of " +
+                                std::to_string(sandbox.limits.copy_grading_bytes >> 20) + " MiB brought back)");
+    }
     int out = -1;
-    if (fits && acceptable_path(path, kKept)) {
+    if (fits && grading_fits && acceptable_path(path, kKept)) {
       // logs/rank<r>.log lands beside run.json as rank<r>.log, where `grader run` puts it too.
       const fs::path dest = run.copy_to / (path.rfind("logs/", 0) == 0 ? path.substr(5) : path);
       fs::create_directories(dest.parent_path());
       out = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     }
-    if (out < 0) result.left_out.push_back(path + " (refused by the grader)");
+    if (out < 0 && fits && grading_fits) result.left_out.push_back(path + " (refused by the grader)");
+    if (out < 0 && !fits) result.left_out.push_back(path + " (refused by the grader: over a run's limits)");
+    if (out >= 0) *sandbox.copied += size;
     bool written = true;
     const bool read = reader.bytes(size, [&](const char* p, size_t n) {
       if (out >= 0 && ::write(out, p, n) != static_cast<ssize_t>(n)) written = false;
@@ -666,23 +749,180 @@ SandboxResult run_in_sandbox(const Sandbox& sandbox, const SandboxRun& run) {
   return result;
 }
 
-std::vector<std::string> compile_command(const Sandbox& sandbox, const CompileJail& jail,
-                                         const std::vector<std::string>& argv) {
-  if (sandbox.mode != SandboxMode::kBubblewrap) return argv;
-  std::vector<std::string> out = bwrap_prefix();
-  system_folders([&](const fs::path& p) { out.insert(out.end(), {"--ro-bind", p.string(), p.string()}); }, out);
-  out.insert(out.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
-  for (const auto& p : sandbox.read_only) out.insert(out.end(), {"--ro-bind", p.string(), p.string()});
-  for (const auto& p : jail.visible) out.insert(out.end(), {"--ro-bind", p.string(), p.string()});
-  for (const auto& p : jail.writable) out.insert(out.end(), {"--bind", p.string(), p.string()});
-  for (const auto& p : jail.hidden) {
-    std::error_code ec;
-    if (fs::is_directory(p, ec) && !fs::is_symlink(p, ec)) out.insert(out.end(), {"--tmpfs", p.string()});
-    else if (fs::is_regular_file(p, ec)) out.insert(out.end(), {"--ro-bind", "/dev/null", p.string()});
+CompileJail::~CompileJail() {
+  std::error_code ec;
+  if (!work.empty()) fs::remove_all(work, ec);
+  if (as_other_uid) kill_uid(uid);  // nothing of the compile outlives it
+}
+
+void open_compile_jail(const Sandbox& sandbox, CompileJail* jail) {
+  char name[] = "/tmp/dtlab-build-XXXXXX";
+  if (!::mkdtemp(name)) throw Error("cannot make a build folder in /tmp: " + errno_text());
+  jail->work = name;
+  jail->as_other_uid = ::geteuid() == 0 && sandbox.mode != SandboxMode::kNone;
+  // A uid of the compile's own (not the runs' shared bwrap uid): its process limit counts the
+  // compile's processes alone, and every process of it can be killed afterwards.
+  jail->uid = jail->as_other_uid ? unused_uid(sandbox.uid) : ::geteuid();
+  jail->gid = jail->as_other_uid ? static_cast<gid_t>(jail->uid) : ::getegid();
+}
+
+void hand_to_compile(const CompileJail& jail) {
+  if (!jail.as_other_uid) return;
+  auto give = [&](const fs::path& p) {
+    if (::lchown(p.c_str(), jail.uid, jail.gid) != 0) {
+      throw Error("cannot give " + p.string() + " to the compile's uid: " + errno_text());
+    }
+  };
+  give(jail.work);
+  for (const auto& e : fs::recursive_directory_iterator(jail.work)) give(e.path());
+}
+
+CompileResult run_compile(const Sandbox& sandbox, const CompileJail& jail, const std::vector<std::string>& argv) {
+  const CompileLimits& limits = sandbox.compile_limits;
+  Start s;
+  s.limits = sandbox.limits;
+  s.limits.processes = limits.processes;
+  s.limits.address_space = limits.address_space;
+  s.limits.file_size = limits.file_size;
+  s.limit = sandbox.mode != SandboxMode::kNone;
+  // The process limit counts every process of the uid on the machine: the compile's own uid only.
+  s.limit_processes = jail.as_other_uid;
+  s.limit_address_space = !kSanitizedBuild;  // the grader's own compiler is no sanitized program
+  s.cpu_seconds = limits.cpu_seconds;
+  s.switch_uid = jail.as_other_uid;
+  s.uid = jail.uid;
+  s.gid = jail.gid;
+  s.cwd = jail.work.string();
+  s.env = sandbox_environment(jail.work.string());
+  if (sandbox.mode == SandboxMode::kBubblewrap) {
+    s.argv = bwrap_prefix();
+    system_folders([&](const fs::path& p) { s.argv.insert(s.argv.end(), {"--ro-bind", p.string(), p.string()}); }, s.argv);
+    writable_mounts(s.argv, limits.tmp_bytes, sandbox.limits.shm_bytes);
+    for (const auto& p : sandbox.read_only) s.argv.insert(s.argv.end(), {"--ro-bind", p.string(), p.string()});
+    for (const auto& p : jail.visible) s.argv.insert(s.argv.end(), {"--ro-bind", p.string(), p.string()});
+    s.argv.insert(s.argv.end(), {"--bind", jail.work.string(), jail.work.string()});
+    seal_root(s.argv);
+    s.argv.insert(s.argv.end(), {"--chdir", jail.work.string(), "--"});
   }
-  out.push_back("--");
-  out.insert(out.end(), argv.begin(), argv.end());
-  return out;
+  s.argv.insert(s.argv.end(), argv.begin(), argv.end());
+
+  // The output goes to a file of the grader's (the compile may print without end: the file size
+  // limit stops it), of which the last part is kept.
+  char name[] = "/tmp/dtlab-compile-log-XXXXXX";
+  const int out = ::mkstemp(name);
+  if (out < 0) throw Error("cannot make a compile log in /tmp: " + errno_text());
+  ::unlink(name);
+  s.output_fd = out;
+  CompileResult result;
+  pid_t pid = -1;
+  try {
+    pid = start_child(s);
+  } catch (...) {
+    ::close(out);
+    throw;
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long>(limits.seconds * 1000));
+  int status = 0;
+  while (true) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (Clock::now() > deadline) {
+      result.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    ::usleep(20000);
+  }
+  ::kill(-pid, SIGKILL);  // whatever the compile left in its session
+  if (jail.as_other_uid) kill_uid(jail.uid);
+  struct stat st{};
+  const uint64_t size = ::fstat(out, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  const uint64_t keep = std::min<uint64_t>(size, limits.output_bytes);
+  std::string text(keep, '\0');
+  const ssize_t n = ::pread(out, text.data(), keep, static_cast<off_t>(size - keep));
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  ::close(out);
+  if (keep < size) {
+    result.output = "[dtlab: the compiler's first " + std::to_string(size - keep) + " bytes of output are left out]\n";
+  }
+  result.output += text;
+  if (!result.timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  // The compiler driver reports a stage that a signal ended ("... signal terminated program
+  // as"); the driver itself may be the one signalled. Either way the limits are named.
+  const bool signalled = !result.timed_out && WIFSIGNALED(status);
+  if (result.timed_out || signalled || result.output.find("signal terminated program") != std::string::npos) {
+    result.output += "\n[dtlab: the compile was stopped" +
+                     (signalled ? " by signal " + std::to_string(WTERMSIG(status)) : std::string()) +
+                     (result.timed_out ? " after " + fmt_seconds(limits.seconds) : std::string()) +
+                     "; its limits: " + compile_limits_text(limits) + "]\n";
+  }
+  return result;
+}
+
+std::string compile_limits_text(const CompileLimits& limits) {
+  return std::to_string(limits.cpu_seconds) + " s of CPU time and " + std::to_string(limits.address_space >> 30) +
+         " GiB of address space per process, files of " + std::to_string(limits.file_size >> 20) + " MiB, " +
+         std::to_string(limits.processes) + " processes, " + fmt_seconds(limits.seconds) + " per command";
+}
+
+std::vector<fs::path> answers_readable_by_sandbox(const Sandbox& sandbox, const fs::path& source_dir,
+                                                  const fs::path& build_dir) {
+  if (sandbox.mode != SandboxMode::kUser || ::geteuid() != 0) return {};
+  // The candidates: every file of the answers' folders and the programs built from them. The
+  // build's tests and benchmarks compile solution sources in only beside solutions/ (a student
+  // release's tests hold no answers, and it has no benchmarks).
+  std::vector<fs::path> candidates;
+  std::error_code ec;
+  const bool answers_built = fs::exists(source_dir / "solutions", ec);
+  for (const fs::path& folder : {source_dir / "solutions", source_dir / "tests" / "mutants", build_dir / "tests",
+                                 build_dir / "bench"}) {
+    if (!fs::is_directory(folder, ec)) continue;
+    if (!answers_built && folder.parent_path() == build_dir) continue;
+    candidates.push_back(folder);
+    for (auto it = fs::recursive_directory_iterator(folder, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (it->is_regular_file(ec)) candidates.push_back(it->path());
+    }
+  }
+  for (auto it = fs::directory_iterator(build_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > 9 && name.compare(name.size() - 9, 9, "-solution") == 0) candidates.push_back(it->path());
+  }
+  if (candidates.empty()) return {};
+  // Tried as the uid: a child that switches to it and opens each (a folder: lists it); it
+  // writes back one byte per candidate.
+  std::vector<const char*> paths;
+  for (const auto& c : candidates) paths.push_back(c.c_str());
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pipe: " + errno_text());
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error("fork: " + errno_text());
+  if (pid == 0) {
+    ::close(fds[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(sandbox.gid) != 0 || ::setuid(sandbox.uid) != 0) ::_exit(1);
+    for (const char* p : paths) {
+      const int fd = ::open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO must not block it
+      const char yes = fd >= 0 ? 1 : 0;
+      if (fd >= 0) ::close(fd);
+      if (::write(fds[1], &yes, 1) != 1) ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::vector<fs::path> readable;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    char yes = 0;
+    if (::read(fds[0], &yes, 1) != 1) break;
+    if (yes) readable.push_back(candidates[i]);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw Error("cannot try the kit's files as the sandbox's uid " + std::to_string(sandbox.uid));
+  }
+  return readable;
 }
 
 }  // namespace dtlab::grader

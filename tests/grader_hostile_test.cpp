@@ -61,6 +61,8 @@ const std::vector<Attack> kAttacks = {
     {"flood_output", "broadcast", "crash", "signal 25", 120},
     // kill(-1): the launcher dies with everyone else; the grader says so instead of waiting.
     {"kill_everything", "broadcast", "error", "the sandbox's launcher ended without its report", 120},
+    // Files in /, /dev, /dev/shm and /tmp (tmpfs: no process's resident memory): read-only or bounded.
+    {"fill_tmpfs", "broadcast", "passed", "", 180},
 };
 
 // A TCP listener of the test, on every address of this machine: the sandbox must not reach it.
@@ -211,6 +213,18 @@ TEST_P(HostileSubmissions, EndWithTheirGradeAndLeaveNothingBehind) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     EXPECT_EQ(dtlab::io::read_json_file(dir / "results" / "only" / "results.json"), g.results);
   }
+  if (a.mutant == "fill_tmpfs") {  // what each mount took: nothing on the read-only ones, at most its size
+    std::ifstream in(dir / "results" / "only" / "runs" / "task2b-broadcast-w2" / "output" / "filled.txt");
+    std::map<std::string, uint64_t> filled;
+    std::string folder;
+    uint64_t bytes = 0;
+    while (in >> folder >> bytes) filled[folder] = bytes;
+    ASSERT_EQ(filled.size(), 4u) << "filled.txt did not come back";
+    EXPECT_EQ(filled["/"], 0u);
+    EXPECT_EQ(filled["/dev"], 0u);
+    EXPECT_LE(filled["/dev/shm"], 64u << 20);  // SandboxLimits::shm_bytes
+    EXPECT_LE(filled["/tmp"], 256u << 20);     // SandboxLimits::tmp_bytes
+  }
   if (a.mutant == "flood_output") {  // the log comes back as its last MiB, said to be cut
     const std::string log = read_text(dir / "results" / "only" / "runs" / "task2b-broadcast-w2" / "rank0.log");
     EXPECT_LE(log.size(), (1u << 20) + 200);
@@ -236,6 +250,213 @@ TEST(HostileSubmissions, UserModeContainsTheEscape) {
   expect_contained(dir, g, listener);
   EXPECT_EQ(g.results.at("extra_data").at("provenance").value("sandbox", "").rfind("user (a uid of each run's own", 0), 0u);
   EXPECT_EQ(g.results.at("tests").at(0).at("extra_data").at("outcome"), "passed") << g.results.dump(2);
+}
+
+// Note [User mode's own files]: in user mode each run has a uid of its own and the files the
+// grader wrote before it (the reference runs' results and dumps, the training order) are the
+// grader's alone: a rank that walks the results folder reads nothing, and the check still passes
+// (its training order reached it as a copy in its own scratch folder).
+TEST(HostileSubmissions, UserModeRanksCannotReadOtherRunsFiles) {
+  if (::geteuid() != 0) GTEST_SKIP() << "--sandbox user switches to another uid, which needs root";
+  const fs::path dir = dtlab::test::fresh_temp_dir("hostile-user-read-runs");
+  write_text(dir / "secret.txt", "the answers\n");
+  write_text(dir / "sentinel.txt", "untouched\n");
+  for (const char* f : {"secret.txt", "sentinel.txt"}) fs::permissions(dir / f, fs::perms::owner_read | fs::perms::owner_write);
+  const Listener listener;
+  const Graded g = grade(dir, {"read_runs", "gradients", "passed", "", 240}, "user", listener);
+  ASSERT_FALSE(g.process.timed_out) << g.process.output;
+  expect_contained(dir, g, listener);  // no escaped.txt: nothing was read
+  // The kit's reference run did write there first: the attack had something to read.
+  bool reference_run = false;
+  for (const auto& [path, size] : files_under(dir / "results" / "only" / "runs")) {
+    reference_run |= path.find("reference") != std::string::npos && path.find("results.json") != std::string::npos;
+  }
+  EXPECT_TRUE(reference_run) << g.process.output;
+  EXPECT_EQ(g.results.at("tests").at(0).at("extra_data").at("outcome"), "passed") << g.results.dump(2);
+}
+
+// A rank in user mode is in a session of its own, without a controlling terminal: it cannot
+// open the grader's terminal to push input into it (TIOCSTI). The test and the grader it starts
+// share a session, so a rank in that session would report the test's.
+TEST(HostileSubmissions, UserModeRanksHaveASessionOfTheirOwn) {
+  if (::geteuid() != 0) GTEST_SKIP() << "--sandbox user switches to another uid, which needs root";
+  const fs::path dir = dtlab::test::fresh_temp_dir("hostile-user-session");
+  write_text(dir / "secret.txt", "the answers\n");
+  write_text(dir / "sentinel.txt", "untouched\n");
+  const Listener listener;
+  const Graded g = grade(dir, {"session", "broadcast", "passed", "", 120}, "user", listener);
+  ASSERT_FALSE(g.process.timed_out) << g.process.output;
+  std::ifstream in(dir / "results" / "only" / "runs" / "task2b-broadcast-w2" / "output" / "session.txt");
+  pid_t session = 0;
+  std::string tty;
+  ASSERT_TRUE(in >> session >> tty) << "session.txt did not come back: " << g.process.output;
+  EXPECT_NE(session, ::getsid(0));
+  EXPECT_GT(session, 0);
+  EXPECT_EQ(tty, "no-tty");
+}
+
+dtlab::ProcessResult run_grader(const std::vector<std::string>& args, double timeout) {
+  std::vector<std::string> argv = {DTLAB_PROGRAM("grader")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return dtlab::run_process(argv, timeout);
+}
+
+// User mode cannot hide files from a submission's compile: a submission that is one #include of
+// the reference by its absolute path would score full marks (as a rank could run
+// build/task2b-solution). While the sandbox's uid can read the answers, the grader refuses a
+// submission at once, naming what it can read and what to do.
+TEST(HostileSubmissions, UserModeRefusesASubmissionWhileTheAnswersAreReadable) {
+  if (::geteuid() != 0) GTEST_SKIP() << "--sandbox user switches to another uid, which needs root";
+  const fs::path solutions = fs::path(DTLAB_SOURCE_DIR) / "solutions";
+  if ((fs::status(solutions / "task2b").permissions() & fs::perms::others_read) == fs::perms::none) {
+    GTEST_SKIP() << solutions << " is not readable by others here: the refusal has nothing to refuse";
+  }
+  const fs::path dir = dtlab::test::fresh_temp_dir("hostile-user-include");
+  fs::create_directories(dir / "student" / "task2b");
+  write_text(dir / "student" / "task2b" / "sync.cpp", "#include \"" + (solutions / "task2b" / "sync.cpp").string() + "\"\n");
+  const auto r = run_grader({"check", "task2b", "--only", "broadcast", "--submission", (dir / "student").string(),
+                             "--results", (dir / "results").string(), "--timeout", "5", "--threads", "1", "--sandbox",
+                             "user"},
+                            120);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("can read the kit's answers"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(solutions.string()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("chmod -R go-rwx"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("grader: building"), std::string::npos) << "refused after work began: " << r.output;
+  EXPECT_FALSE(fs::exists(dir / "results" / "only" / "results.json")) << "something was graded";
+}
+
+// A results folder of mode 0700 (what `mktemp -d` makes, a root's home): the sandbox's uid cannot
+// walk into it, and the runs still get what they read from it (the kit's training order for the
+// equivalence runs). Graded as root, in each mode.
+class PrivateResults : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PrivateResults, GradingIntoAFolderOfMode0700Works) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the sandbox's uid differs from the grader's only as root";
+  const fs::path dir = dtlab::test::fresh_temp_dir("private-results-" + GetParam());
+  fs::permissions(dir, fs::perms::owner_all);
+  const auto r = run_grader({"check", "task2b", "--solutions", "--only", "gradients", "--results",
+                             (dir / "results").string(), "--timeout", "10", "--threads", "1", "--sandbox", GetParam()},
+                            400);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results" / "only" / "results.json");
+  EXPECT_EQ(results.at("tests").at(0).at("extra_data").at("outcome"), "passed") << results.dump(2);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, PrivateResults, ::testing::Values("bwrap", "user"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+std::string file_identity(const fs::path& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return "missing";
+  return read_text(path) + "@" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+// Batch grading: each submission compiles where no earlier submission's output is, and the
+// instructor's build is only read (its CMakeCache.txt, its build/submission/). A later student
+// whose code .incbin's an earlier student's binary, where the earlier grading wrote it, fails to
+// build.
+TEST(HostileSubmissions, ASubmissionCannotReadAnEarlierOnesBinary) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("hostile-batch");
+  const fs::path cache = fs::path(DTLAB_BINARY_DIR) / "CMakeCache.txt";
+  const std::string cache_before = file_identity(cache);
+  const bool submission_folder_before = fs::exists(fs::path(DTLAB_BINARY_DIR) / "submission");
+  // A source file that puts each file's bytes into the binary.
+  auto incbin = [](const std::vector<fs::path>& files) {
+    std::string text = "#include \"dtlab/tasks/task2b.h\"\n";
+    for (size_t i = 0; i < files.size(); ++i) {
+      text += "asm(\".section .rodata\\n.global stolen" + std::to_string(i) + "\\nstolen" + std::to_string(i) +
+              ":\\n.incbin \\\"" + files[i].string() + "\\\"\\n.previous\");\n";
+    }
+    return text;
+  };
+  // Alice: the skeleton (it compiles, and fails at run time with its TODO), and a file that
+  // .incbin's a header of the kit, which the compile may read: .incbin works in the jail.
+  fs::create_directories(dir / "alice");
+  fs::copy(fs::path(DTLAB_SOURCE_DIR) / "tasks" / "task2b", dir / "alice" / "task2b");
+  write_text(dir / "alice" / "task2b" / "stolen.cpp",
+             incbin({fs::path(DTLAB_SOURCE_DIR) / "common" / "include" / "dtlab" / "tasks" / "task2b.h"}));
+  const auto alice = run_grader({"check", "task2b", "--only", "broadcast", "--submission", (dir / "alice").string(),
+                                 "--results", (dir / "grades-alice").string(), "--timeout", "5", "--threads", "1",
+                                 "--sandbox", "bwrap"},
+                                400);
+  ASSERT_FALSE(alice.timed_out) << alice.output;
+  const nlohmann::json graded = dtlab::io::read_json_file(dir / "grades-alice" / "only" / "results.json");
+  ASSERT_NE(graded.at("tests").at(0).at("extra_data").at("outcome"), "build failed") << graded.dump(2);
+  EXPECT_NE(alice.output.find("grader: built in "), std::string::npos) << alice.output;
+  // The instructor's build is as it was.
+  EXPECT_EQ(file_identity(cache), cache_before);
+  EXPECT_EQ(fs::exists(fs::path(DTLAB_BINARY_DIR) / "submission"), submission_folder_before);
+  // Bob: .incbin of every file of Alice's grading, and of where an older grader built hers.
+  // Only files that exist: .incbin of a missing one fails whatever the jail does.
+  std::vector<fs::path> targets;
+  if (fs::exists(fs::path(DTLAB_BINARY_DIR) / "submission" / "task2b")) {
+    targets.push_back(fs::path(DTLAB_BINARY_DIR) / "submission" / "task2b");
+  }
+  for (const auto& e : fs::recursive_directory_iterator(dir / "grades-alice")) {
+    if (e.is_regular_file()) targets.push_back(e.path());
+  }
+  ASSERT_FALSE(targets.empty());
+  fs::create_directories(dir / "bob");
+  fs::copy(fs::path(DTLAB_SOURCE_DIR) / "tasks" / "task2b", dir / "bob" / "task2b");
+  write_text(dir / "bob" / "task2b" / "stolen.cpp", incbin(targets));
+  const auto bob = run_grader({"check", "task2b", "--only", "broadcast", "--submission", (dir / "bob").string(),
+                               "--results", (dir / "grades-bob").string(), "--timeout", "5", "--threads", "1",
+                               "--sandbox", "bwrap"},
+                              400);
+  ASSERT_FALSE(bob.timed_out) << bob.output;
+  const nlohmann::json bobs = dtlab::io::read_json_file(dir / "grades-bob" / "only" / "results.json");
+  const auto& t = bobs.at("tests").at(0);
+  EXPECT_EQ(t.at("extra_data").at("outcome"), "build failed") << t.dump(2);
+  EXPECT_NE(t.at("output").get<std::string>().find("does not compile"), std::string::npos) << t.dump(2);
+  EXPECT_EQ(file_identity(cache), cache_before);
+}
+
+// What all runs of a grading bring back is bounded (pp makes about 15 runs of up to 512 MiB
+// each): with a bound of 1 MiB, the gradient dumps (17 MiB a rank) stay behind, run.json says
+// why, and the check cannot pass on what did not come back.
+TEST(HostileSubmissions, AGradingBringsBackAtMostItsBound) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grading-copy-bound");
+  ::setenv("DTLAB_SANDBOX_GRADING_COPY_MIB", "1", 1);
+  const auto r = run_grader({"check", "task2b", "--solutions", "--only", "gradients", "--results",
+                             (dir / "results").string(), "--timeout", "10", "--threads", "1", "--sandbox", "bwrap"},
+                            300);
+  ::unsetenv("DTLAB_SANDBOX_GRADING_COPY_MIB");
+  ASSERT_FALSE(r.timed_out) << r.output;
+  uintmax_t total = 0;
+  std::string left_out;
+  for (const auto& [path, size] : files_under(dir / "results")) {
+    if (path.find("/output/") != std::string::npos || path.find("/dump/") != std::string::npos) total += size;
+    if (fs::path(path).filename() == "run.json") left_out += read_text(dir / "results" / path);
+  }
+  EXPECT_LE(total, 1u << 20);
+  EXPECT_NE(left_out.find("over the grading's limit of 1 MiB brought back"), std::string::npos) << left_out;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results" / "only" / "results.json");
+  EXPECT_EQ(results.at("tests").at(0).at("extra_data").at("outcome"), "error") << results.dump(2);
+  EXPECT_NE(results.at("tests").at(0).at("output").get<std::string>().find("over the grading's limit of 1 MiB"),
+            std::string::npos) << results.dump(2);
+  EXPECT_NE(r.exit_code, 0);
+}
+
+// A compile that writes an object past the compile's file size limit (256 MiB) is stopped, and
+// the verdict names the limits.
+TEST(HostileSubmissions, ACompileOverItsLimitsIsStoppedAndSaysWhy) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("hostile-compile-limit");
+  fs::create_directories(dir / "student");
+  fs::copy(fs::path(DTLAB_SOURCE_DIR) / "tasks" / "task2b", dir / "student" / "task2b");
+  write_text(dir / "student" / "task2b" / "huge.cpp", "asm(\".data\\n.skip 400000000\\n.previous\");\n");
+  const auto r = run_grader({"check", "task2b", "--only", "broadcast", "--submission", (dir / "student").string(),
+                             "--results", (dir / "results").string(), "--timeout", "5", "--threads", "1", "--sandbox",
+                             "bwrap"},
+                            300);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results" / "only" / "results.json");
+  const auto& t = results.at("tests").at(0);
+  EXPECT_EQ(t.at("extra_data").at("outcome"), "build failed") << t.dump(2);
+  const std::string output = t.at("output").get<std::string>();
+  EXPECT_NE(output.find("the compile was stopped"), std::string::npos) << output;
+  EXPECT_NE(output.find("files of 256 MiB"), std::string::npos) << output;
 }
 
 }  // namespace

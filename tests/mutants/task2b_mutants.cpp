@@ -126,6 +126,54 @@ void attack(const dist::Settings& settings, const std::string& output_dir) {
     for (int i = 0; i < (1 << 20); ++i) std::puts(line.c_str());
   }
   if (mutant("kill_everything") && settings.rank == 0) ::kill(-1, SIGKILL);  // the launcher too
+  if (mutant("fill_tmpfs") && settings.rank == 0) {
+    // Every writable mount outside the scratch folder, up to 1 GiB each: tmpfs pages are no
+    // process's resident memory. What each took is in filled.txt ("<folder> <bytes>"), then freed.
+    const std::string chunk(1 << 20, 'x');
+    std::ofstream report(output_dir + "/filled.txt");
+    for (const char* folder : {"/", "/dev", "/dev/shm", "/tmp"}) {
+      uint64_t written = 0;
+      std::vector<std::string> files;
+      // Files of 128 MiB, under the file size limit (RLIMIT_FSIZE would end the rank first).
+      for (int f = 0; f < 8; ++f) {
+        files.push_back(std::string(folder) + (folder[1] ? "/" : "") + "dtlab-fill" + std::to_string(f) + ".bin");
+        const int fd = ::open(files.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) break;
+        uint64_t in_file = 0;
+        while (in_file < (128u << 20)) {
+          const ssize_t n = ::write(fd, chunk.data(), chunk.size());
+          if (n <= 0) break;
+          in_file += static_cast<uint64_t>(n);
+        }
+        ::close(fd);
+        written += in_file;
+        if (in_file < (128u << 20)) break;
+      }
+      for (const auto& file : files) ::unlink(file.c_str());
+      report << folder << " " << written << "\n";
+    }
+  }
+  if (mutant("read_runs")) {
+    // Every file of the grading's results folder (the third target's): the kit's reference runs
+    // wrote their losses and dumps there before this run started.
+    if (targets.size() >= 3) {
+      std::error_code ec;
+      const auto folder = std::filesystem::path(targets[2]).parent_path();
+      for (auto it = std::filesystem::recursive_directory_iterator(folder, ec);
+           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        std::ifstream in(it->path());
+        char c;
+        if (it->is_regular_file(ec) && in.get(c)) record(output_dir, "read " + it->path().string());
+      }
+    }
+  }
+  if (mutant("session") && settings.rank == 0) {
+    // A rank that shares the grader's session could open its terminal and push input into it
+    // (TIOCSTI): the session it is in, and whether /dev/tty opens (nothing is pushed).
+    const int tty = ::open("/dev/tty", O_RDWR | O_CLOEXEC);
+    std::ofstream(output_dir + "/session.txt") << ::getsid(0) << " " << (tty >= 0 ? "tty" : "no-tty") << "\n";
+    if (tty >= 0) ::close(tty);
+  }
 }
 
 }  // namespace
