@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -103,17 +104,21 @@ namespace {
 // evaluation between steps), and the floor (the grader's: the collective timeout plus the grace)
 // lets a rank that waits in a collective time out by itself first, with the kit's own diagnosis of
 // who stopped. Before every rank has its first beat (start-up, the rendezvous, which has its own
-// timeout), nothing is judged.
+// timeout), and once any rank has ended, nothing is judged. Ranks that all hang on their way out
+// (a process group whose destructor waits for work that never ends) leave their last beat in the
+// file, which no longer changes: stopped at the bound too.
 class StallWatch {
  public:
-  StallWatch(const LaunchSpec& spec) : spec_(spec) {}
+  explicit StallWatch(const LaunchSpec& spec) : spec_(spec) {}
   bool enabled() const { return !spec_.beat_file.empty() && spec_.stall_floor_seconds > 0; }
-  // Reads the beats of the ranks still running; true when the run has stalled.
+  // Reads every rank's beat; true when the run has stalled. Judged only while every rank runs:
+  // once one has ended by itself, the others may be finishing alone, without operations (rank 0
+  // evaluating, writing its results), and the deadline or the grace after a failure decide.
   bool stalled(const std::vector<bool>& done, double now) {
+    if (std::find(done.begin(), done.end(), true) != done.end()) return false;
     if (beats_.empty()) beats_.resize(done.size());
     bool progress = false, all_beat = true;
     for (size_t r = 0; r < done.size(); ++r) {
-      if (done[r]) continue;
       const auto beat = read_beat_file(replace_rank(static_cast<int>(r)));
       if (!beat) {
         all_beat = false;

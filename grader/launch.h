@@ -30,7 +30,7 @@ struct LaunchSpec {
   // ranks' --beat_file), "" for none. With stall_floor_seconds > 0, a run in which no rank has
   // started a step or an operation (a collective, a send, a recv) for
   // max(stall_floor_seconds, stall_factor x the longest such pause so far) is stopped: every rank
-  // is killed and stalled_seconds says after how long.
+  // is killed and stalled_seconds says after how long. Judged only while every rank still runs.
   std::string beat_file;
   double stall_floor_seconds = 0;
   double stall_factor = 4;

@@ -88,6 +88,16 @@ TEST(GraderStall, TheBoundGrowsWithTheLongestPauseSeen) {
   EXPECT_GT(stalled.stalled_seconds, 2) << "not stopped: the floor alone should bound it";
 }
 
+TEST(GraderStall, OnceARankHasEndedTheOthersMayFinishWithoutOperations) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("stall-finishing");
+  // Rank 1 ends at once; rank 0 then works 3 s without an operation (evaluates, writes results).
+  const std::string script = "d=" + dir.string() +
+                             "; printf '1\\n0\\n1\\n0\\n1\\nall_reduce #9 (loss)' > $d/rank$1.beat; "
+                             "if [ $1 = 0 ]; then sleep 3; fi";
+  const LaunchResult r = dtlab::grader::launch_ranks(sh_ranks(dir, 2, script, /*stall_floor=*/1));
+  EXPECT_TRUE(r.all_ok()) << "stopped after " << r.stalled_seconds << " s";
+}
+
 TEST(GraderStall, BeatsInTheKitsLayoutAreRead) {
   const auto b = dtlab::grader::parse_beat("7\n1700000000000\n3\n1\n1699999990000\nrecv #9 (activation 2)");
   ASSERT_TRUE(b.has_value());
