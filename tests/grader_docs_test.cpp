@@ -65,6 +65,17 @@ TEST(GraderDocs, TheStallBoundIsTheCodesNumbers) {
   EXPECT_EQ(dtlab::grader::stall_floor_seconds(1), dtlab::grader::kStallFloorSeconds);
 }
 
+// Note [What a grading keeps] (grader/runs.h): the instructor reads there what a grading removes
+// and how to keep it.
+TEST(GraderDocs, WhatAGradingKeepsIsSaid) {
+  if (is_student_release()) GTEST_SKIP() << "a student release's README has no instructors' section";
+  const std::string section = instructors_section();
+  EXPECT_TRUE(contains(section, "`--keep-runs` keeps it")) << section;
+  for (const char* kept : {"`run.json`", "`sandbox.log`", "`output/results.json`", "heartbeats"}) {
+    EXPECT_TRUE(contains(section, kept)) << "README.md's For instructors no longer says a grading keeps " << kept;
+  }
+}
+
 TEST(GraderDocs, APartialGradingGoesWhereTheReadmesSay) {
   const std::string folder = dtlab::grader::kPartialFolder;
   std::vector<std::string> docs = {dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "README.md")};
