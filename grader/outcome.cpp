@@ -109,9 +109,10 @@ Verdict hang_verdict(const LaunchResult& launch, const std::string& what, const 
   std::string out = fmt::format("{}: {} {} hung", what, killed.size() == 1 ? "rank" : "ranks", rank_list(killed));
   if (launch.stalled_seconds > 0) {
     out += fmt::format(": no rank had started a step or a kit operation for {:.1f} s, past this run's bound of {:.0f} s "
-                       "(the longer of --timeout + {:g} s and {:g} times its longest pause between operations), so "
-                       "the grader stopped every rank {:.0f} s into the run",
-                       launch.stalled_seconds, launch.stall_bound_seconds, kFailureGraceSeconds, kStallFactor, at);
+                       "(the longest of --timeout + {:g} s, {:g} s and {:g} times its longest pause between "
+                       "operations), so the grader stopped every rank {:.0f} s into the run",
+                       launch.stalled_seconds, launch.stall_bound_seconds, kFailureGraceSeconds, kStallFloorSeconds,
+                       kStallFactor, at);
   } else {
     out += fmt::format(": still running after {:.0f} s{}, so {} killed", at,
                        others_failed ? ", after the other ranks had given up waiting" : "",
