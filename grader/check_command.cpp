@@ -153,6 +153,13 @@ int check_command(const CheckFlags& f) {
       write_gradescope(results_path, gradescope_json(outcomes, provenance, elapsed()));
     }
   }
+  if (!f.keep_runs) {  // Note [What a grading keeps]
+    const uint64_t removed = prune_runs(options.results_dir / "runs");
+    if (removed > 0) {
+      fmt::print("runs: removed {:.1f} MB the checks no longer need (tensor dumps, other outputs; --keep-runs keeps "
+                 "them)\n", removed / 1e6);
+    }
+  }
   fmt::print("\n{}", format_table(outcomes, provenance));
   fmt::print("results: {}\n", results_path.string());
   if (!f.only.empty() && fs::exists(results_root / "results.json")) {

@@ -136,7 +136,10 @@ Verdict judge_case(const nlohmann::json& c) {
     r = pipeline::check_schedules(lists, m);  // complete, each B after its F, no deadlock
     pipeline::check_message_order(lists);
   } catch (const std::exception& e) {
-    return {Status::kWrongNumber, fmt::format("{}: {}", what, e.what())};
+    // check_schedules words a deadlock as "... deadlock after K of N actions: ..." (simulate.h): a
+    // deadlock is its own verdict, not a wrong number.
+    const bool deadlock = std::string(e.what()).find(" deadlock after ") != std::string::npos;
+    return {deadlock ? Status::kDeadlock : Status::kWrongNumber, fmt::format("{}: {}", what, e.what())};
   }
   for (int s = 0; s < n; ++s) {
     const StageSchedule& list = lists[static_cast<size_t>(s)];

@@ -19,6 +19,7 @@ struct CheckFlags {
   int threads = 0;
   std::string backend = "gloo";  // --backend of every rank: gloo, or nccl (a GPU per rank)
   std::string sandbox = "auto";  // Note [The sandbox]: auto, bwrap, user or none
+  bool keep_runs = false;        // keep every file of the runs, not only what feedback and report read
 };
 
 struct RunFlags {

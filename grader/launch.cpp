@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -59,6 +60,100 @@ struct Follower {
     std::fwrite(chunk.data(), 1, chunk.size(), stdout);
     std::fflush(stdout);
   }
+};
+
+}  // namespace
+
+std::optional<RankBeat> parse_beat(const std::string& text) {
+  RankBeat b;
+  size_t at = 0;
+  for (int64_t* field : {&b.count, &b.unix_ms, &b.step, &b.in_flight, &b.operation_unix_ms}) {
+    const size_t end = text.find('\n', at);
+    if (end == std::string::npos) return std::nullopt;
+    try {
+      *field = std::stoll(text.substr(at, end - at));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    at = end + 1;
+  }
+  b.operation = text.substr(at);
+  return b;
+}
+
+std::optional<RankBeat> read_beat_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  // A beat is a few dozen bytes; more is not the kit's (the rank wrote something else there).
+  std::string text(4096, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return parse_beat(text);
+}
+
+namespace {
+
+// Note [A run that stalls]: a rank killed at --run-timeout (300 s) had, in every case seen, stopped
+// long before: all its ranks waited in code of their own (a loop, a sleep, a flag no rank sets)
+// where no collective times out, and the grader waited out the whole deadline, four times for one
+// exercise. The kit's heartbeat of each rank (its own thread: it beats while the rank waits) says
+// which step and operation the rank is in, so the launcher sees progress: a rank that starts a step
+// or an operation. A run where none does for the stall bound is stopped. The bound is
+// max(floor, factor x the longest pause between two progress events seen so far in this run): the
+// factor scales it to this machine and this run (a loaded machine, a slow submission, a long
+// evaluation between steps), and the floor (the grader's: the collective timeout plus the grace)
+// lets a rank that waits in a collective time out by itself first, with the kit's own diagnosis of
+// who stopped. Before every rank has its first beat (start-up, the rendezvous, which has its own
+// timeout), and once any rank has ended, nothing is judged. Ranks that all hang on their way out
+// (a process group whose destructor waits for work that never ends) leave their last beat in the
+// file, which no longer changes: stopped at the bound too.
+class StallWatch {
+ public:
+  explicit StallWatch(const LaunchSpec& spec) : spec_(spec) {}
+  bool enabled() const { return !spec_.beat_file.empty() && spec_.stall_floor_seconds > 0; }
+  // Reads every rank's beat; true when the run has stalled. Judged only while every rank runs:
+  // once one has ended by itself, the others may be finishing alone, without operations (rank 0
+  // evaluating, writing its results), and the deadline or the grace after a failure decide.
+  bool stalled(const std::vector<bool>& done, double now) {
+    if (std::find(done.begin(), done.end(), true) != done.end()) return false;
+    if (beats_.empty()) beats_.resize(done.size());
+    bool progress = false, all_beat = true;
+    for (size_t r = 0; r < done.size(); ++r) {
+      const auto beat = read_beat_file(replace_rank(static_cast<int>(r)));
+      if (!beat) {
+        all_beat = false;
+        continue;
+      }
+      // Where the rank is, without the beat's count and time (they move while it waits).
+      const std::string where = std::to_string(beat->step) + "\n" + std::to_string(beat->in_flight) + "\n" +
+                                std::to_string(beat->operation_unix_ms) + "\n" + beat->operation;
+      if (where != beats_[r]) {
+        beats_[r] = where;
+        progress = true;
+      }
+    }
+    if (!all_beat) return false;
+    if (last_progress_ < 0 || progress) {
+      if (last_progress_ >= 0) longest_pause_ = std::max(longest_pause_, now - last_progress_);
+      last_progress_ = now;
+      return false;
+    }
+    return now - last_progress_ > bound();
+  }
+  double bound() const { return std::max(spec_.stall_floor_seconds, spec_.stall_factor * longest_pause_); }
+  double since_progress(double now) const { return now - last_progress_; }
+
+ private:
+  std::string replace_rank(int rank) const {
+    std::string path = spec_.beat_file;
+    const size_t at = path.find("{rank}");
+    if (at != std::string::npos) path.replace(at, 6, std::to_string(rank));
+    return path;
+  }
+  const LaunchSpec& spec_;
+  std::vector<std::string> beats_;
+  double last_progress_ = -1;  // -1: not every rank had beaten yet
+  double longest_pause_ = 0;
 };
 
 }  // namespace
@@ -146,6 +241,7 @@ LaunchResult launch_ranks(const LaunchSpec& spec) {
   size_t remaining = pids.size();
   double first_failure = -1;
   int polls = 0;
+  StallWatch stall(spec);
   while (remaining > 0) {
     for (size_t r = 0; r < pids.size(); ++r) {
       if (done[r]) continue;
@@ -165,8 +261,15 @@ LaunchResult launch_ranks(const LaunchSpec& spec) {
     const double now = elapsed();
     const bool past_deadline = now >= spec.timeout_seconds;
     const bool past_grace = first_failure >= 0 && now >= first_failure + spec.grace_seconds;
-    if (spec.watch && ++polls % 5 == 0) result.stopped = spec.watch();
-    if (past_deadline || past_grace || !result.stopped.empty()) {
+    ++polls;
+    if (spec.watch && polls % 5 == 0) result.stopped = spec.watch();
+    // Once a rank has failed, the grace decides; before, four reads a second of a few bytes each.
+    const bool stalled = first_failure < 0 && stall.enabled() && polls % 5 == 0 && stall.stalled(done, now);
+    if (stalled) {
+      result.stalled_seconds = stall.since_progress(now);
+      result.stall_bound_seconds = stall.bound();
+    }
+    if (past_deadline || past_grace || stalled || !result.stopped.empty()) {
       for (size_t r = 0; r < pids.size(); ++r) {
         if (done[r]) continue;
         ::kill(-pids[r], SIGKILL);

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <filesystem>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,14 @@ struct LaunchSpec {
   // their next collective, or after the collective timeout) before they count as hung.
   double grace_seconds = 60;
   bool echo_rank0 = false;             // copy rank 0's log to stdout as it grows
+  // Note [A run that stalls]: where each rank's kit writes its heartbeat ("{rank}" filled; the
+  // ranks' --beat_file), "" for none. With stall_floor_seconds > 0, a run in which no rank has
+  // started a step or an operation (a collective, a send, a recv) for
+  // max(stall_floor_seconds, stall_factor x the longest such pause so far) is stopped: every rank
+  // is killed and stalled_seconds says after how long. Judged only while every rank still runs.
+  std::string beat_file;
+  double stall_floor_seconds = 0;
+  double stall_factor = 4;
   // Asked about four times a second while ranks run; an answer other than "" stops the run: every
   // rank is killed and the answer is the reason (the sandbox's process and memory limits).
   std::function<std::string()> watch;
@@ -43,8 +53,24 @@ struct LaunchResult {
   double seconds = 0;
   int port = 0;
   std::string stopped;  // why the watch stopped the run, if it did
+  // Note [A run that stalls]: how long no rank had made progress when the run was stopped for it
+  // (0: it was not), and the bound it had passed.
+  double stalled_seconds = 0;
+  double stall_bound_seconds = 0;
   bool all_ok() const;
 };
+
+// A rank's heartbeat as the kit writes it to --beat_file (dist/detail/heartbeat.h, Note [Who
+// stopped]): six lines, "count\nunix_ms\nstep\nin_flight\noperation_unix_ms\noperation": how many
+// beats so far, the wall-clock time of this one (ms since the epoch), the training step (0 before
+// step 1), how many of the rank's operations are started and not yet waited for, when the last one
+// started, and its name ("all_reduce #41 (gradients)"; "the rendezvous" before any).
+struct RankBeat {
+  int64_t count = 0, unix_ms = 0, step = 0, in_flight = 0, operation_unix_ms = 0;
+  std::string operation;
+};
+std::optional<RankBeat> parse_beat(const std::string& text);
+std::optional<RankBeat> read_beat_file(const std::filesystem::path& path);
 
 // The argv of rank r (local, or wrapped in ssh for hosts[r]).
 std::vector<std::string> rank_command(const LaunchSpec& spec, int rank, int port);

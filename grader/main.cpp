@@ -49,8 +49,16 @@ int main(int argc, char** argv) {
                                       "has failed, the others get --timeout + {:g} s to stop before they count as hung",
                                       kFailureGraceSeconds))
         ->capture_default_str()->check(CLI::PositiveNumber);
-    check_cmd->add_option("--run-timeout", cf.run_timeout, "Seconds a run may take before its ranks are killed")
+    check_cmd->add_option("--run-timeout", cf.run_timeout,
+                          fmt::format("Seconds a run may take before its ranks are killed (a distributed run in which "
+                                      "no rank makes progress is stopped sooner: after the longer of --timeout + {:g} s, "
+                                      "at least {:g} s, and {:g} times its longest pause)",
+                                      kFailureGraceSeconds, kStallFloorSeconds, kStallFactor))
         ->capture_default_str()->check(CLI::PositiveNumber);
+    check_cmd->add_flag("--keep-runs", cf.keep_runs,
+                        "Keep every file the runs wrote (the tensor dumps the checks compared, ...); by default a "
+                        "grading keeps what its feedback and the report read: run.json, the rank logs and heartbeats, "
+                        "output/results.json");
     check_cmd->add_option("--threads", cf.threads, "Threads per rank (0: the kit's default)")->capture_default_str();
     check_cmd->add_option("--backend", cf.backend, "Collective backend of the ranks: gloo (CPU) or nccl (a GPU per rank)")
         ->capture_default_str()->check(CLI::IsMember({"gloo", "nccl"}));

@@ -104,7 +104,9 @@ int run_command(const RunFlags& f) {
              spec.binary.string(), spec.hosts.empty() ? " on this machine" : " over ssh", spec.log_dir.string());
   std::fflush(stdout);
   const LaunchResult result = launch_ranks(spec);
-  if (const auto failure = diagnose(result, f.exercise)) {
+  RunEvidence evidence;
+  evidence.log_paths = true;  // the person who ran it has the files
+  if (const auto failure = diagnose(result, f.exercise, evidence)) {
     fmt::print(stderr, "\ngrader: {} ({})\n", failure->message, status_name(failure->status));
     return 1;
   }

@@ -13,6 +13,41 @@ namespace fs = std::filesystem;
 namespace dtlab::grader {
 
 
+uint64_t prune_runs(const fs::path& runs) {
+  std::error_code ec;
+  if (!fs::is_directory(runs, ec)) return 0;
+  auto kept = [](const fs::path& relative) {
+    const std::string name = relative.string();
+    if (name == "run.json" || name == "sandbox.log" || name == "output/results.json") return true;
+    if (relative.has_parent_path()) return false;
+    const std::string ext = relative.extension().string();
+    return name.rfind("rank", 0) == 0 && (ext == ".log" || ext == ".beat");
+  };
+  uint64_t removed = 0;
+  for (const auto& run : fs::directory_iterator(runs, ec)) {
+    if (!run.is_directory(ec)) continue;
+    std::vector<fs::path> doomed;
+    for (auto it = fs::recursive_directory_iterator(run.path(), ec); it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (ec) break;  // an unreadable folder: what was found so far goes
+      // Regular files only: the grader wrote every file here itself (Note [The sandbox]).
+      if (!it->is_regular_file(ec) || kept(fs::relative(it->path(), run.path(), ec))) continue;
+      removed += it->file_size(ec);
+      doomed.push_back(it->path());
+    }
+    for (const auto& p : doomed) fs::remove(p, ec);
+    // Folders left empty (dump/, output/ of a run that wrote only a dump).
+    for (const char* folder : {"dump", "output"}) {
+      if (fs::is_directory(run.path() / folder, ec) && fs::is_empty(run.path() / folder, ec)) fs::remove(run.path() / folder, ec);
+    }
+  }
+  return removed;
+}
+
+double stall_floor_seconds(double collective_timeout) {
+  return std::max(kStallFloorSeconds, collective_timeout + kFailureGraceSeconds);
+}
+
 bool checks_collectives(const std::string& purpose) {
   for (const char* measured : {"timing", "traffic", "bucket-sweep", "learning"}) {
     if (purpose.find(measured) != std::string::npos) return false;
@@ -67,6 +102,12 @@ const Run& Runner::run(const RunRequest& request) {
                                        "{world}", "--local_rank", "{rank}", "--timeout",
                                        fmt::format("{:g}", o.collective_timeout), "--backend", o.backend});
     if (checks_collectives(request.purpose)) spec.args.push_back("--distributed_debug");
+    // Note [A run that stalls] (launch.cpp): each rank's kit writes its heartbeat beside its log,
+    // where the launcher watches it and from where it comes back for the verdict.
+    spec.args.insert(spec.args.end(), {"--beat_file", std::string(kBeatFile)});
+    spec.beat_file = kBeatFile;
+    spec.stall_floor_seconds = stall_floor_seconds(o.collective_timeout);
+    spec.stall_factor = kStallFactor;
   }
   if (request.dump) {
     run.dump_dir = run.dir / "dump";
@@ -86,7 +127,13 @@ const Run& Runner::run(const RunRequest& request) {
     run.launch = result.launch;
     run.left_out = result.left_out;
     run.sandbox_seconds = result.sandbox_seconds;
-    run.failure = diagnose(run.launch, what);
+    RunEvidence evidence;
+    if (!spec.beat_file.empty()) {
+      for (int r = 0; r < request.world; ++r) {
+        evidence.beats.push_back(read_beat_file(run.dir / ("rank" + std::to_string(r) + ".beat")));
+      }
+    }
+    run.failure = diagnose(run.launch, what, evidence);
     if (!run.launch.stopped.empty()) run.failure = Verdict{Status::kCrash, what + ": " + run.launch.stopped};
   } catch (const Error& e) {
     run.failure = Verdict{Status::kError, what + ": " + e.what()};
@@ -130,6 +177,7 @@ const Run& Runner::run(const RunRequest& request) {
                        {"world_size", request.world}, {"outcome", run.failure ? status_name(run.failure->status) : "ok"},
                        {"message", run.failure ? run.failure->message : ""}, {"seconds", run.launch.seconds},
                        {"sandbox", sandbox_mode_name(o.sandbox.mode)}, {"sandbox_seconds", run.sandbox_seconds},
+                       {"stalled_seconds", run.launch.stalled_seconds}, {"stall_bound_seconds", run.launch.stall_bound_seconds},
                        {"left_out", run.left_out}, {"command", command}, {"ranks", ranks}});
   return done_.emplace(request.id, std::move(run)).first->second;
 }

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -24,6 +25,19 @@ namespace dtlab::grader {
 // they count as hung and are killed. README.md and `grader check --help` state this number;
 // grader_docs_test holds them to it.
 inline constexpr double kFailureGraceSeconds = 5;
+
+// Note [A run that stalls] (launch.cpp): a distributed run in which no rank starts a step or an
+// operation for max(stall_floor_seconds(--timeout), kStallFactor x the run's longest pause so far)
+// is stopped as a hang, long before --run-timeout. The floor is at least the collective timeout
+// plus the grace, so that a rank waiting in a collective times out by itself first (with the
+// kit's own words on who stopped), and never under kStallFloorSeconds. README.md states these
+// numbers; grader_docs_test holds it to them.
+inline constexpr double kStallFloorSeconds = 20;
+inline constexpr double kStallFactor = 4;
+double stall_floor_seconds(double collective_timeout);
+// Where each rank writes its heartbeat (--beat_file) in its scratch folder: logs/ comes back
+// beside the rank logs, as RESULTS/runs/<id>/rank<r>.beat.
+inline constexpr const char* kBeatFile = "{scratch}/logs/rank{rank}.beat";
 
 struct GradeOptions {
   std::filesystem::path fixtures;     // bert-tiny/, RTE/, gpt2-tiny/ and translation/
@@ -72,6 +86,13 @@ class Runner {
   GradeOptions options_;
   std::map<std::string, Run> done_;
 };
+
+// Note [What a grading keeps]: a run brings back everything its ranks wrote; after the checks,
+// the grading needs only what its feedback and the report read: run.json, the rank logs and
+// heartbeats (rank<r>.log, rank<r>.beat), sandbox.log and output/results.json. The rest (the
+// tensor dumps the checks compared, other outputs) is removed from every RESULTS/runs/<id>/
+// unless `grader check --keep-runs`. Returns the bytes removed.
+uint64_t prune_runs(const std::filesystem::path& runs);
 
 // Whether the ranks of a run with this purpose check every collective against each other
 // (--distributed_debug, Note [Desync detection] in dist/group.h): all but the runs whose time or

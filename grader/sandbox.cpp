@@ -575,6 +575,9 @@ SandboxResult run_in_sandbox(const Sandbox& sandbox, const SandboxRun& run) {
                          {"port", run.spec.port},
                          {"timeout", run.spec.timeout_seconds},
                          {"grace", run.spec.grace_seconds},
+                         {"beat_file", run.spec.beat_file},
+                         {"stall_floor", run.spec.stall_floor_seconds},
+                         {"stall_factor", run.spec.stall_factor},
                          {"kill_strays", sandbox.mode != SandboxMode::kNone},
                          {"nproc", bwrap ? sandbox.limits.processes : 0},
                          {"max_processes", sandbox.mode == SandboxMode::kNone ? 1u << 30 : sandbox.limits.run_processes},
@@ -744,6 +747,8 @@ SandboxResult run_in_sandbox(const Sandbox& sandbox, const SandboxRun& run) {
   result.launch.seconds = report.at("seconds").get<double>();
   result.launch.port = report.at("port").get<int>();
   result.launch.stopped = report.value("stopped", "");
+  result.launch.stalled_seconds = report.value("stalled", 0.0);
+  result.launch.stall_bound_seconds = report.value("stall_bound", 0.0);
   result.strays_killed = report.value("strays", 0);
   for (const auto& l : report.value("left_out", nlohmann::json::array())) result.left_out.push_back(l.get<std::string>());
   return result;

@@ -237,6 +237,10 @@ int run(int status_fd, const nlohmann::json& spec_json) {
   spec.port = spec_json.at("port").get<int>();
   spec.timeout_seconds = spec_json.at("timeout").get<double>();
   spec.grace_seconds = spec_json.at("grace").get<double>();
+  // Note [A run that stalls] (launch.cpp); absent from an older grader's spec: no stall watch.
+  spec.beat_file = replace_all(spec_json.value("beat_file", ""), "{scratch}", scratch.string());
+  spec.stall_floor_seconds = spec_json.value("stall_floor", 0.0);
+  spec.stall_factor = spec_json.value("stall_factor", 4.0);
   spec.log_dir = scratch / "logs";
   // A run's ranks never fork; a run that holds many processes is a fork bomb, which would starve
   // every rank of CPU until the deadline: stopped at once, as is one that holds too much memory.
@@ -266,7 +270,8 @@ int run(int status_fd, const nlohmann::json& spec_json) {
       ranks.push_back({{"rank", r.rank}, {"exit_code", r.exit_code}, {"signal", r.signal}, {"killed", r.killed},
                        {"seconds", r.seconds}});
     }
-    report = {{"ranks", ranks}, {"seconds", result.seconds}, {"port", result.port}, {"stopped", result.stopped}};
+    report = {{"ranks", ranks}, {"seconds", result.seconds}, {"port", result.port}, {"stopped", result.stopped},
+              {"stalled", result.stalled_seconds}, {"stall_bound", result.stall_bound_seconds}};
   } catch (const std::exception& e) {
     report = {{"error", e.what()}};
   }

@@ -49,6 +49,33 @@ TEST(GraderDocs, TheGraceAfterAFailureIsTheCodesNumber) {
       << dtlab::grader::kFailureGraceSeconds;
 }
 
+// Note [A run that stalls] (grader/launch.cpp): the bound after which a run without progress is
+// stopped, as README.md states it, is the one grader/runs.h applies.
+TEST(GraderDocs, TheStallBoundIsTheCodesNumbers) {
+  if (is_student_release()) GTEST_SKIP() << "a student release's README has no instructors' section";
+  const std::string section = instructors_section();
+  const std::regex said("for the longer of `--timeout` \\+ ([0-9.]+) s \\(at least ([0-9.]+) s\\) and ([0-9.]+) times");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(section, m, said)) << "README.md no longer states the stall bound:\n" << section;
+  EXPECT_EQ(std::stod(m[1].str()), dtlab::grader::kFailureGraceSeconds);
+  EXPECT_EQ(std::stod(m[2].str()), dtlab::grader::kStallFloorSeconds);
+  EXPECT_EQ(std::stod(m[3].str()), dtlab::grader::kStallFactor);
+  // The floor as the grader computes it from --timeout.
+  EXPECT_EQ(dtlab::grader::stall_floor_seconds(30), 30 + dtlab::grader::kFailureGraceSeconds);
+  EXPECT_EQ(dtlab::grader::stall_floor_seconds(1), dtlab::grader::kStallFloorSeconds);
+}
+
+// Note [What a grading keeps] (grader/runs.h): the instructor reads there what a grading removes
+// and how to keep it.
+TEST(GraderDocs, WhatAGradingKeepsIsSaid) {
+  if (is_student_release()) GTEST_SKIP() << "a student release's README has no instructors' section";
+  const std::string section = instructors_section();
+  EXPECT_TRUE(contains(section, "`--keep-runs` keeps it")) << section;
+  for (const char* kept : {"`run.json`", "`sandbox.log`", "`output/results.json`", "heartbeats"}) {
+    EXPECT_TRUE(contains(section, kept)) << "README.md's For instructors no longer says a grading keeps " << kept;
+  }
+}
+
 TEST(GraderDocs, APartialGradingGoesWhereTheReadmesSay) {
   const std::string folder = dtlab::grader::kPartialFolder;
   std::vector<std::string> docs = {dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "README.md")};

@@ -148,7 +148,10 @@ Graded grade(const fs::path& dir, const Attack& a, const std::string& sandbox, c
   Graded g;
   g.process = dtlab::run_process({DTLAB_PROGRAM("grader"), "check", "task2b", "--only", a.check, "--use-binary",
                                   std::string("task2b=") + DTLAB_PROGRAM("task2b-mutants"), "--results", results.string(),
-                                  "--timeout", "5", "--threads", "1", "--sandbox", sandbox},
+                                  "--timeout", "5", "--threads", "1", "--sandbox", sandbox,
+                                  // Every file the runs brought back stays (Note [What a grading keeps]):
+                                  // an attack's record of success (escaped.txt) must not be pruned unseen.
+                                  "--keep-runs"},
                                  a.max_seconds + 60);
   g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const char* v : {"DTLAB_ATTACK", "DTLAB_MUTANT", "DTLAB_ATTACK_TARGETS", "DTLAB_ATTACK_ADDRESSES"}) ::unsetenv(v);

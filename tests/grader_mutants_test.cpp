@@ -35,6 +35,10 @@ const std::vector<Mutant> kTask2bMutants = {
     {"task2b", "overlapping_shards", "sampler", "wrong number", "read by more than one rank", 120},
     {"task2b", "missing_shards", "sampler", "wrong number", "read by no rank", 120},
     {"task2b", "sleep_forever", "losses-2", "hang", "rank 1 hung", 3 * kTimeout + 60},
+    // Note [A run that stalls]: every rank waits in its own code, where no collective times out;
+    // stopped at the stall bound (here max(kTimeout + 5, 20) = 20 s), not at --run-timeout (300 s).
+    {"task2b", "all_wait_forever", "losses-2", "hang", "ranks 0 and 1 hung: no rank had started a step or a kit "
+     "operation for", 3 * kTimeout + 60},
     {"task2b", "crash", "losses-2", "crash", "rank 1 crashed: killed by signal 11", 120},
 };
 
@@ -73,14 +77,15 @@ const std::vector<Mutant> kPipelineMutants = {
 // The pipeline across ranks: schedules that deadlock or store too much are caught by simulation
 // before any rank runs them; a protocol that deadlocks on the wire, within the timeout, named.
 const std::vector<Mutant> kPpMutants = {
-    {"pp", "warmup_grows", "schedules", "wrong number", "deadlock after", 120},
+    {"pp", "warmup_grows", "schedules", "deadlock", "deadlock after", 120},
     {"pp", "warmup_plus_one", "schedules", "wrong number", "one_f_one_b_schedule for 1 stage and 2 micro-batches: stage 0 stores up to 2 activations at once", 120},
     {"pp", "lifo_last_stage", "schedules", "wrong number", "sends its gradients in the order 1 0", 120},
     {"pp", "skip_last_backward", "schedules", "wrong number", "stage 0: the backward of micro-batch 0 (B0) is missing", 120},
     {"pp", "warmup_plus_one", "memory", "wrong number", "stage rank 0 held 4 micro-batches' activations at once", 180},
     {"pp", "forwarded_gradient", "gradients", "wrong number", "step 1's gradient differs from one process's", 180},
     {"pp", "serial_stages", "overlap", "wrong number", "the stage ranks took turns instead of working at once", 180},
-    {"pp", "blocking_send", "losses-1f1b", "error", "(activation 1) failed", 3 * kTimeout + 120},
+    // Every stage rank waits in a send or recv at once: a deadlock, told as one, not "one rank is behind".
+    {"pp", "blocking_send", "losses-1f1b", "deadlock", "no rank can go on: a deadlock", 3 * kTimeout + 120},
     // Note [A dropped PendingWork]: named at the rank's next operation, long before the timeout.
     {"pp", "dropped_send", "losses-1f1b", "error", "(activation 0) to rank 1 was never waited for", 120},
     // Note [One stream per pair]: right on Gloo; NCCL could not pair 1F1B's steady state.

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -71,7 +73,8 @@ TEST(Heartbeat, BeatsOnAfterAStoreWriteFailsAndTheSurvivorsSeeItRunning) {
   EXPECT_EQ(flaky->failures_left(), 0);
   // What rank 0 appends to an operation that failed: rank 1 is alive, not "stopped".
   const std::string sentence = dtlab::dist::detail::who_stopped(*flaky, 0, 2);
-  EXPECT_NE(sentence.find("Every other rank is still running"), std::string::npos) << sentence;
+  EXPECT_NE(sentence.find("The other ranks are still running"), std::string::npos) << sentence;
+  EXPECT_EQ(sentence.find("stopped:"), std::string::npos) << sentence;
 }
 
 // Blocks every write of one key after the first until released (at most 30 s: a broken test must
@@ -125,6 +128,95 @@ TEST(Heartbeat, DestructionIsBoundedWhileAStoreWriteHangs) {
   // The beat thread, left behind, ends once its write returns; it owns what it uses.
   store->release();
   EXPECT_TRUE(store->wait_blocked(0, std::chrono::seconds(5)));
+}
+
+// What every rank of a run said when its operation timed out, before issue 39: true only when one
+// rank is behind, and it pointed at --distributed_debug, which does not look at sends and receives.
+constexpr const char* kOldSentence = "one of them waits at a different operation (--distributed_debug compares them)";
+
+// Two live ranks on one store, each where the test puts it, beating every 20 ms as a rank does.
+struct TwoRanks {
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+  Heartbeat rank0{store, 0, std::chrono::milliseconds(20)};
+  Heartbeat rank1{store, 1, std::chrono::milliseconds(20)};
+};
+
+TEST(Heartbeat, RanksThatAllWaitInSendsAndReceivesAreNamedAsADeadlock) {
+  TwoRanks ranks;
+  ranks.rank0.at_operation("send #3 (activation 1)");  // both send first: blocking sends never pair
+  ranks.rank1.at_operation("send #4 (gradient 0)");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string sentence = dtlab::dist::detail::who_stopped(*ranks.store, 0, 2);
+  EXPECT_NE(sentence.find("Every rank timed out together"), std::string::npos) << sentence;
+  EXPECT_NE(sentence.find("this rank in send #3 (activation 1)"), std::string::npos) << sentence;
+  EXPECT_NE(sentence.find("rank 1 in send #4 (gradient 0)"), std::string::npos) << sentence;
+  EXPECT_NE(sentence.find("no rank can go on: a deadlock"), std::string::npos) << sentence;
+  EXPECT_NE(sentence.find("send_async/recv_async"), std::string::npos) << sentence;
+  EXPECT_NE(sentence.find("--distributed_debug compares collectives only, not sends and receives"), std::string::npos)
+      << sentence;
+  EXPECT_EQ(sentence.find("still running"), std::string::npos) << sentence;
+  EXPECT_EQ(sentence.find(kOldSentence), std::string::npos) << sentence;
+}
+
+TEST(Heartbeat, RanksThatAllWaitInCollectivesAreADeadlockThatDistributedDebugNames) {
+  TwoRanks ranks;
+  ranks.rank0.at_operation("all_reduce #41 (gradients)");
+  ranks.rank1.at_operation("all_reduce #41 (loss)");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string sentence = dtlab::dist::detail::who_stopped(*ranks.store, 1, 2);
+  EXPECT_NE(sentence.find("no rank can go on: a deadlock"), std::string::npos) << sentence;
+  EXPECT_NE(sentence.find("--distributed_debug names the first that differs"), std::string::npos) << sentence;
+  EXPECT_EQ(sentence.find("send_async"), std::string::npos) << sentence;
+}
+
+TEST(Heartbeat, ARankBehindInItsOwnCodeIsNamedNotADeadlock) {
+  TwoRanks ranks;
+  ranks.rank0.at_operation("all_reduce #41 (gradients)");
+  ranks.rank1.at_operation("all_reduce #40 (gradients)");
+  ranks.rank1.operation_done();  // rank 1 finished #40 and is computing (or looping)
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string sentence = dtlab::dist::detail::who_stopped(*ranks.store, 0, 2);
+  EXPECT_NE(sentence.find("rank 1 is in code of its own (its last operation, all_reduce #40 (gradients)"),
+            std::string::npos) << sentence;
+  EXPECT_EQ(sentence.find("deadlock"), std::string::npos) << sentence;
+  EXPECT_EQ(sentence.find(kOldSentence), std::string::npos) << sentence;
+}
+
+TEST(Heartbeat, ARankThatReachedTheOperationLateIsBehindNotDeadlocked) {
+  TwoRanks ranks;
+  ranks.rank0.at_operation("recv #5 (activation 2)");
+  // Longer than the survivor's own second look (kStoppedAfter), so rank 1's wait stays under half of
+  // rank 0's: a slow stage that got there just now.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  ranks.rank1.at_operation("send #5 (activation 2)");
+  const std::string sentence = dtlab::dist::detail::who_stopped(*ranks.store, 0, 2);
+  EXPECT_NE(sentence.find("rank 1 reached send #5 (activation 2) only"), std::string::npos) << sentence;
+  EXPECT_EQ(sentence.find("deadlock"), std::string::npos) << sentence;
+}
+
+TEST(Heartbeat, TheBeatFileHoldsWhereTheRankIsInTheLaunchersLayout) {
+  const std::string file = ::testing::TempDir() + "heartbeat_test_rank1.beat";
+  std::remove(file.c_str());
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  {
+    Heartbeat h(store, 1, std::chrono::milliseconds(20), file);
+    h.at_step(3);
+    h.at_operation("recv #9 (activation 2)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::ifstream in(file);
+  std::string count, unix_ms, step, in_flight, started, operation;
+  std::getline(in, count);
+  std::getline(in, unix_ms);
+  std::getline(in, step);
+  std::getline(in, in_flight);
+  std::getline(in, started);
+  std::getline(in, operation);
+  EXPECT_GT(std::stoll(count), 1);
+  EXPECT_EQ(step, "3");
+  EXPECT_EQ(in_flight, "1");
+  EXPECT_LE(std::stoll(started), std::stoll(unix_ms));
+  EXPECT_EQ(operation, "recv #9 (activation 2)");
 }
 
 }  // namespace heartbeat_test

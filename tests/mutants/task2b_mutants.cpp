@@ -203,6 +203,11 @@ data::SamplerOptions make_sampler(int64_t dataset_size, const dist::Group& group
 void sync_gradients(torch::nn::Module& model, dist::Group& group) {
   if (mutant("sleep_forever") && group.rank() == 1) std::this_thread::sleep_for(std::chrono::hours(24));
   if (mutant("crash") && group.rank() == 1) std::raise(SIGSEGV);
+  // Every rank waits for a signal that no rank sends (a hand-made barrier on a flag), outside any
+  // kit operation: no collective times out, so only the grader's deadline ends the run.
+  if (mutant("all_wait_forever") && group.size() > 1) {
+    while (true) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   if (mutant("only_rank0_syncs") && group.rank() != 0) return;  // the most common data-parallel bug
   // Clipped on each rank before the average, to the norm the grader's equivalence runs use
   // (--max_grad_norm 0.1), as a student passing the run's norm along would.

@@ -235,6 +235,9 @@ void PendingWork::wait() {
     throw DistError(rank_name(s) + ": " + name_of(f->record) + " failed: " +
                     as_sentence(what_of(e)) + who_stopped(s));
   }
+  // Only a wait that returned: a failed one leaves the rank "waiting" in its heartbeat while it and
+  // the others diagnose the failure (Note [Who stopped]), which is where it is.
+  if (s.heartbeat) s.heartbeat->operation_done();
   f->record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - f->start).count();
   s.log.add(f->record);
 }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <vector>
 
@@ -19,21 +21,25 @@ int64_t unix_ms() {
       .count();
 }
 
-// A beat as stored: "count\nunix_ms\nstep\noperation".
+// A beat as stored (and as written to --beat_file; grader/launch.h's RankBeat reads the same
+// layout): "count\nunix_ms\nstep\nin_flight\noperation_unix_ms\noperation". in_flight: operations
+// started and not yet waited for (0: the rank runs code of its own); operation_unix_ms: when the
+// last operation started.
 struct Beat {
-  int64_t count = 0, unix_ms = 0, step = 0;
+  int64_t count = 0, unix_ms = 0, step = 0, in_flight = 0, operation_unix_ms = 0;
   std::string operation;
 };
 
 std::string encode(const Beat& b) {
-  return fmt::format("{}\n{}\n{}\n{}", b.count, b.unix_ms, b.step, b.operation);
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}", b.count, b.unix_ms, b.step, b.in_flight, b.operation_unix_ms,
+                     b.operation);
 }
 
 std::optional<Beat> decode(const std::vector<uint8_t>& bytes) {
   const std::string text(bytes.begin(), bytes.end());
   Beat b;
   size_t at = 0;
-  int64_t* fields[] = {&b.count, &b.unix_ms, &b.step};
+  int64_t* fields[] = {&b.count, &b.unix_ms, &b.step, &b.in_flight, &b.operation_unix_ms};
   for (int64_t* field : fields) {
     const size_t end = text.find('\n', at);
     if (end == std::string::npos) return std::nullopt;
@@ -48,11 +54,11 @@ std::optional<Beat> decode(const std::vector<uint8_t>& bytes) {
   return b;
 }
 
-// Every other rank's beat; nullopt where a rank has none (it never got past the rendezvous).
-std::vector<std::optional<Beat>> read_beats(c10d::Store& store, int rank, int world) {
+// Every rank's beat, this one's too; nullopt where a rank has none (it never got past the rendezvous).
+std::vector<std::optional<Beat>> read_beats(c10d::Store& store, int world) {
   std::vector<std::optional<Beat>> beats(world);
   for (int r = 0; r < world; ++r) {
-    if (r == rank || !store.check({beat_key(r)})) continue;
+    if (!store.check({beat_key(r)})) continue;
     beats[r] = decode(store.get(beat_key(r)));
   }
   return beats;
@@ -60,10 +66,13 @@ std::vector<std::optional<Beat>> read_beats(c10d::Store& store, int rank, int wo
 
 }  // namespace heartbeat
 
-Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> beat_store, int rank, std::chrono::milliseconds interval)
+Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> beat_store, int rank, std::chrono::milliseconds interval,
+                     std::string file)
     : state_(std::make_shared<State>()) {
   state_->store = std::move(beat_store);
   state_->key = heartbeat::beat_key(rank);
+  state_->file = std::move(file);
+  state_->operation_unix_ms = heartbeat::unix_ms();
   state_->interval = interval;
   beat(*state_);  // the first beat's failure is the caller's: the rank cannot report where it is
   thread_ = std::thread([s = state_] { run(s); });
@@ -94,8 +103,16 @@ void Heartbeat::at_step(int64_t step) {
 }
 
 void Heartbeat::at_operation(std::string operation) {
+  const int64_t now = heartbeat::unix_ms();
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->operation = std::move(operation);
+  state_->operation_unix_ms = now;
+  ++state_->in_flight;
+}
+
+void Heartbeat::operation_done() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->in_flight > 0) --state_->in_flight;
 }
 
 void Heartbeat::beat(State& s) {
@@ -106,8 +123,20 @@ void Heartbeat::beat(State& s) {
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     b.operation = s.operation;
+    b.operation_unix_ms = s.operation_unix_ms;
+    b.in_flight = s.in_flight;
   }
   const std::string value = heartbeat::encode(b);
+  // The file first: a store that does not answer (rank 0 stopped) must not keep the launcher
+  // from seeing where this rank is. Written whole under another name and renamed, so a reader
+  // never sees half a beat; a failed write costs this beat only.
+  if (!s.file.empty()) {
+    const std::string temporary = s.file + ".new";
+    if (std::FILE* f = std::fopen(temporary.c_str(), "wb")) {
+      const bool written = std::fwrite(value.data(), 1, value.size(), f) == value.size();
+      if (std::fclose(f) == 0 && written) std::rename(temporary.c_str(), s.file.c_str());
+    }
+  }
   s.store->set(s.key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
@@ -132,22 +161,71 @@ void Heartbeat::run(const std::shared_ptr<State>& s) {
 
 namespace heartbeat {
 
-// The sentence for the ranks whose beats did not move between the two reads.
+bool point_to_point(const std::string& operation) {
+  return operation.rfind("send ", 0) == 0 || operation.rfind("recv ", 0) == 0;
+}
+
+// The sentence for the ranks whose beats did not move between the two reads; when every other
+// rank beats on, what their beats say: all waiting for one another (a deadlock), or some behind.
 std::string describe_stopped(const std::vector<std::optional<Beat>>& before, const std::vector<std::optional<Beat>>& after,
                              int rank) {
   const int64_t now = unix_ms();
+  auto seconds_since = [&](int64_t ms) { return std::max<int64_t>(0, now - ms) / 1000.0; };
   std::string stopped;
   for (size_t r = 0; r < after.size(); ++r) {
     if (static_cast<int>(r) == rank || !after[r]) continue;
     const Beat& b = *after[r];
     if (before[r] && before[r]->count != b.count) continue;  // it beat: still running
     stopped += fmt::format("{}ank {} stopped: last heard from {:.1f} s ago, {}; its last operation then: {}",
-                           stopped.empty() ? " R" : "; r", r, (now - b.unix_ms) / 1000.0,
+                           stopped.empty() ? " R" : "; r", r, seconds_since(b.unix_ms),
                            b.step > 0 ? fmt::format("in step {}", b.step) : "before step 1", b.operation);
   }
   if (!stopped.empty()) return stopped + " (its log says why, or ends without a word if it was killed).";
-  return " Every other rank is still running (their heartbeats go on): one of them waits at a different operation "
-         "(--distributed_debug compares them) or is slower than --timeout.";
+
+  // Every other rank beats. One that waits in an operation it started at least half as long ago as
+  // this rank started its own waits with this one: they timed out together.
+  const Beat* mine = rank < static_cast<int>(after.size()) && after[rank] ? &*after[rank] : nullptr;
+  const double my_wait = mine ? seconds_since(mine->operation_unix_ms) : 0;
+  bool all_waiting = mine != nullptr, any_point_to_point = mine && point_to_point(mine->operation);
+  std::string waiting, behind;
+  for (size_t r = 0; r < after.size(); ++r) {
+    if (static_cast<int>(r) == rank || !after[r]) continue;
+    const Beat& b = *after[r];
+    const double waited = seconds_since(b.operation_unix_ms);
+    if (b.in_flight > 0 && waited >= my_wait / 2) {
+      waiting += fmt::format("; rank {} in {} (for {:.1f} s)", r, b.operation, waited);
+      any_point_to_point |= point_to_point(b.operation);
+      continue;
+    }
+    all_waiting = false;
+    behind += fmt::format("{}rank {} {}", behind.empty() ? "" : "; ", r,
+                          b.in_flight > 0 ? fmt::format("reached {} only {:.1f} s ago", b.operation, waited)
+                                          : fmt::format("is in code of its own (its last operation, {}, started {:.1f} s "
+                                                        "ago and completed)", b.operation, waited));
+  }
+  if (all_waiting && !waiting.empty()) {
+    std::string out = fmt::format(" Every rank timed out together, each waiting for another: this rank in {} (for "
+                                  "{:.1f} s){}: no rank can go on: a deadlock.", mine->operation, my_wait, waiting);
+    if (any_point_to_point) {
+      return out + " A blocking send waits until its peer receives and a blocking recv until its peer sends, so when "
+                   "each rank's next send or recv needs another rank's to come first (two ranks that both send first, "
+                   "schedules whose orders do not pair), none completes: pair them (one side receives first), or "
+                   "start both with send_async/recv_async and then wait. --distributed_debug compares collectives "
+                   "only, not sends and receives.";
+    }
+    return out + " The ranks wait in collectives that do not match (different ones, or different counts): "
+                 "--distributed_debug names the first that differs.";
+  }
+  if (!behind.empty()) {
+    return " The other ranks are still running (their heartbeats go on), but " + behind +
+           ": a rank that is behind (slower than --timeout, or waiting for something that is not a kit operation) "
+           "leaves the others waiting" +
+           (mine && !point_to_point(mine->operation) ? " (if it then calls a different collective, "
+                                                       "--distributed_debug names it)."
+                                                     : ".");
+  }
+  return " Every other rank is still running (their heartbeats go on) but says nothing of where it is: one of them is "
+         "slower than --timeout or waits elsewhere.";
 }
 
 std::string diagnosing_key(int rank) { return "dtlab/diagnosing/" + std::to_string(rank); }
@@ -189,11 +267,11 @@ std::string who_stopped(c10d::Store& store, int rank, int world) {
     }
     const std::vector<uint8_t> yes{1};
     store.set(diagnosing_key(rank), yes);
-    const auto before = read_beats(store, rank, world);
+    const auto before = read_beats(store, world);
     std::this_thread::sleep_for(kStoppedAfter);
     std::vector<std::optional<Beat>> after;
     try {
-      after = read_beats(store, rank, world);
+      after = read_beats(store, world);
     } catch (const std::exception&) {
       return " Rank 0 ended while this rank looked for the rank that stopped: rank 0's log says what it saw.";
     }

@@ -286,9 +286,11 @@ std::unique_ptr<detail::Heartbeat> start_heartbeat(const Settings& s) {
   options.timeout = s.timeout;
   try {
     auto store = c10::make_intrusive<c10d::TCPStore>(s.master_addr, options);
+    std::string file = s.beat_file;
+    if (const size_t at = file.find("{rank}"); at != std::string::npos) file.replace(at, 6, std::to_string(s.rank));
     return std::make_unique<detail::Heartbeat>(
         c10::make_intrusive<c10d::PrefixStore>("dtlab/attempt_" + std::to_string(s.restart_count), store), s.rank,
-        interval);
+        interval, file);
   } catch (const std::exception& e) {
     throw DistError(who(s) + ": cannot open a second connection to the rendezvous at " + master(s) + ": " + what_of(e));
   }

@@ -26,10 +26,11 @@ struct LaunchFlags {
   double timeout_seconds = kDefaultTimeoutSeconds;
   std::optional<std::string> interface;  // network interface Gloo binds to
   bool distributed_debug = false;        // desync detection (Group::check_collectives)
+  std::string beat_file;                 // also write the heartbeat here ("": only to the store)
 };
 
 // Adds --master_ip --master_port --world_size --local_rank --backend --timeout --interface
-// --distributed_debug.
+// --distributed_debug --beat_file.
 void add_launch_flags(CLI::App& app, LaunchFlags& flags);
 
 struct Settings {
@@ -44,6 +45,10 @@ struct Settings {
   // Desync detection: --distributed_debug, or DTLAB_DISTRIBUTED_DEBUG=1 (or DETAIL, as PyTorch's
   // TORCH_DISTRIBUTED_DEBUG) in the environment.
   bool check_collectives = false;
+  // Note [Who stopped] (dist/detail/heartbeat.h): a file the heartbeat thread also writes each
+  // beat to, for a launcher that watches the ranks (the grader's, Note [A run that stalls]); "":
+  // none. Any "{rank}" in it is this rank's number.
+  std::string beat_file;
   std::string source = "single process";  // "flags", "torchrun", "Slurm", "Open MPI"
   // torchrun's agent already serves a store at MASTER_ADDR:MASTER_PORT
   // (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client, under a prefix of
