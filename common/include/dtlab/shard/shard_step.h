@@ -1,0 +1,49 @@
+// The sharded training step (the zero exercise, dtlab/tasks/zero.h): one readable path, as
+// train/step.h's, with the gradients and parameters moved by a three-verb strategy the student
+// writes (flashlight's two verbs, plus the one a sharded optimiser needs after its update):
+//
+//   loss = forward(batch)
+//   strategy.before_backward();  loss.backward();   // ZeRO-2 and FSDP move buckets during it
+//   strategy.after_backward();   // this rank's piece of the averaged gradient: shard_gradients
+//   clip by the norm over every rank's piece; AdamW on this rank's piece; schedule step
+//   strategy.after_update();     // every replica holds the new weights (ZeRO-1/2)
+//   gradients set to none
+#pragma once
+
+#include <torch/types.h>
+
+#include "dtlab/dist/group.h"
+#include "dtlab/shard/flat_parameters.h"
+#include "dtlab/train/loop.h"
+
+namespace dtlab::shard {
+
+class ShardStrategy {
+ public:
+  virtual ~ShardStrategy() = default;
+  virtual void before_backward() {}
+  // After backward: this rank's piece of the gradient averaged over ranks is in shard_gradients.
+  virtual void after_backward() = 0;
+  // After the optimiser has updated this rank's piece of flat.values(): every rank's model holds
+  // every piece's new values.
+  virtual void after_update() = 0;
+};
+
+// What the kit hands a strategy: the flat parameters (this rank's model is a view of them), the
+// buffer the optimiser reads this rank's piece of the gradient from ([shard_numel],
+// shard_optimizer.h), and the group.
+struct ShardContext {
+  FlatParameters* flat = nullptr;
+  torch::Tensor shard_gradients;
+  dist::Group* group = nullptr;
+};
+
+// LibTorch's clip_grad_norm_ over the whole model's gradient, from the pieces: each rank's squared
+// norm all-reduced, so every rank scales its piece by the same coefficient. The same numbers as one
+// process's clip up to the order of the sums (a few units in the last place).
+void clip_shard_gradients(torch::Tensor& shard_gradients, double max_norm, dist::Group& group);
+
+// The step above; state.optimizer must be the shard's (make_shard_adamw with context's buffer).
+train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& context);
+
+}  // namespace dtlab::shard

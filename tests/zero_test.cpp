@@ -1,0 +1,206 @@
+// The zero exercise's reference on thread ranks over Gloo (dist_test_util.h): the ring
+// reduce-scatter and all-gather against the sums they must give, at worlds 2, 3 and 4, with the
+// bytes each rank sends (N-1)/N of the buffer; ZeRO-1 through the kit's sharded step against one
+// process on the union of the ranks' minibatches, over several steps, at worlds 2 and 3 with a
+// parameter count that 3 does not divide.
+#include <gtest/gtest.h>
+
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "dist_test_util.h"
+#include "dtlab/shard/flat_parameters.h"
+#include "dtlab/shard/shard_optimizer.h"
+#include "dtlab/shard/shard_step.h"
+#include "dtlab/tasks/zero.h"
+#include "dtlab/train/optimizer.h"
+#include "dtlab/train/step.h"
+
+namespace zero_test {
+
+// Rank r's buffer: values that differ per rank and per element, made without the global generator.
+torch::Tensor buffer_of(int rank, int64_t numel) {
+  return torch::arange(numel, torch::kFloat).mul(0.25).add(100.0 * (rank + 1)).sin();
+}
+
+class Ring : public ::testing::TestWithParam<int> {};
+
+TEST_P(Ring, ReduceScatterLeavesEachRankTheSumOfItsPiece) {
+  const int world = GetParam();
+  const int64_t numel = 6 * world;
+  torch::Tensor sum = torch::zeros({numel});
+  for (int r = 0; r < world; ++r) sum += buffer_of(r, numel);
+  dtlab::test::run_ranks(world, [&](dtlab::dist::Group& group) {
+    torch::Tensor flat = buffer_of(group.rank(), numel);
+    dtlab::zero::ring_reduce_scatter(flat, group, "test");
+    const int64_t piece = numel / world;
+    EXPECT_TRUE(torch::allclose(flat.narrow(0, group.rank() * piece, piece), sum.narrow(0, group.rank() * piece, piece),
+                                1e-6, 1e-6));
+    // (N-1) sends of one piece each: (N-1)/N of the buffer leaves every rank.
+    EXPECT_EQ(group.log().bytes("send"), (world - 1) * piece * 4);
+  });
+}
+
+TEST_P(Ring, AllGatherGivesEveryRankEveryOwnersPiece) {
+  const int world = GetParam();
+  const int64_t numel = 5 * world;
+  dtlab::test::run_ranks(world, [&](dtlab::dist::Group& group) {
+    const int64_t piece = numel / world;
+    torch::Tensor flat = torch::full({numel}, -1.0f);
+    flat.narrow(0, group.rank() * piece, piece).copy_(buffer_of(group.rank(), numel).narrow(0, group.rank() * piece, piece));
+    dtlab::zero::ring_all_gather(flat, group, "test");
+    for (int owner = 0; owner < world; ++owner) {
+      EXPECT_TRUE(torch::equal(flat.narrow(0, owner * piece, piece), buffer_of(owner, numel).narrow(0, owner * piece, piece)))
+          << "the piece of rank " << owner;
+    }
+    EXPECT_EQ(group.log().bytes("send"), (world - 1) * piece * 4);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, Ring, ::testing::Values(2, 3, 4));
+
+TEST(Ring, RefusesABufferThatDoesNotCut) {
+  dtlab::test::run_ranks(2, [&](dtlab::dist::Group& group) {
+    torch::Tensor flat = torch::zeros({7});
+    EXPECT_THROW(dtlab::zero::ring_reduce_scatter(flat, group, "test"), dtlab::Error);
+  });
+}
+
+// 7*5 + 5 + 5 + 5 + 5*3 = 65 parameters (3 does not divide them).
+struct Tiny : torch::nn::Module {
+  Tiny() {
+    fc = register_module("fc", torch::nn::Linear(7, 5));
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({5})));
+    out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(5, 3).bias(false)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return out(norm(fc(x))); }
+  torch::nn::Linear fc{nullptr}, out{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+};
+
+std::shared_ptr<Tiny> tiny() {
+  std::lock_guard<std::mutex> lock(dtlab::test::global_generator_mutex());
+  torch::manual_seed(7);
+  return std::make_shared<Tiny>();
+}
+
+constexpr int kSteps = 8;
+constexpr int64_t kGlobalBatch = 6;
+
+// Step s's global minibatch (inputs and targets), the same on every rank.
+std::pair<torch::Tensor, torch::Tensor> global_batch(int step) {
+  const torch::Tensor x = torch::arange(kGlobalBatch * 7, torch::kFloat).reshape({kGlobalBatch, 7}).mul(0.37 * step).sin();
+  const torch::Tensor y = torch::arange(kGlobalBatch * 3, torch::kFloat).reshape({kGlobalBatch, 3}).mul(0.11 + step).cos();
+  return {x, y};
+}
+
+dtlab::train::TrainState state_for(const std::shared_ptr<Tiny>& model, std::unique_ptr<torch::optim::AdamW> optimizer) {
+  dtlab::train::TrainState state;
+  state.module = model;
+  state.optimizer = std::move(optimizer);
+  state.scheduler = std::make_unique<dtlab::train::LinearWarmupSchedule>(*state.optimizer, 2, kSteps);
+  state.max_grad_norm = 0.5;  // small enough to clip: the norm over the pieces is checked too
+  return state;
+}
+
+const dtlab::train::OptimizerOptions kOptions{/*learning_rate=*/3e-2, /*weight_decay=*/0.1, /*adam_epsilon=*/1e-8};
+
+// One process on the whole batch: the kit's own step.
+std::vector<float> one_process_losses(std::shared_ptr<Tiny>& model) {
+  dtlab::train::TrainState state = state_for(model, dtlab::train::make_adamw(*model, kOptions));
+  std::vector<float> losses;
+  for (int step = 1; step <= kSteps; ++step) {
+    const auto [x, y] = global_batch(step);
+    state.module->train();
+    const torch::Tensor loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    dtlab::train::apply_update(state);
+    losses.push_back(loss.item<float>());
+  }
+  return losses;
+}
+
+// The whole batch's gradient of step 1 before any update, end to end as a flat buffer lays it.
+torch::Tensor one_process_first_gradient(int world) {
+  auto model = tiny();
+  const auto [x, y] = global_batch(1);
+  torch::mse_loss(model->forward(x), y).backward();
+  dtlab::shard::FlatParameters flat(*model, world);
+  flat.flatten_gradients();
+  return flat.gradients();
+}
+
+// A strategy as the step sees it, keeping what after_backward left in the shard gradients: AdamW
+// hardly tells a gradient from N times it (m / sqrt(v)), and clipping hides it too, so a sum that
+// is not averaged shows in the gradient itself, not in the losses.
+class Recording final : public dtlab::shard::ShardStrategy {
+ public:
+  Recording(std::unique_ptr<dtlab::shard::ShardStrategy> inner, torch::Tensor shard_gradients)
+      : inner_(std::move(inner)), shard_gradients_(std::move(shard_gradients)) {}
+  void before_backward() override { inner_->before_backward(); }
+  void after_backward() override {
+    inner_->after_backward();
+    if (!first_.defined()) first_ = shard_gradients_.clone();
+  }
+  void after_update() override { inner_->after_update(); }
+  const torch::Tensor& first() const { return first_; }
+
+ private:
+  std::unique_ptr<dtlab::shard::ShardStrategy> inner_;
+  torch::Tensor shard_gradients_, first_;
+};
+
+class Zero1 : public ::testing::TestWithParam<int> {};
+
+TEST_P(Zero1, TrainsAsOneProcessOnTheWholeBatch) {
+  const int world = GetParam();
+  auto reference = tiny();
+  const std::vector<float> expected = one_process_losses(reference);
+  const torch::Tensor first_gradient = one_process_first_gradient(world);
+  dtlab::test::run_ranks(world, [&](dtlab::dist::Group& group) {
+    auto model = tiny();
+    dtlab::shard::FlatParameters flat(*model, world);
+    torch::Tensor shard_gradients = torch::zeros({flat.layout().shard_numel()});
+    dtlab::train::TrainState state =
+        state_for(model, dtlab::shard::make_shard_adamw(flat, group.rank(), shard_gradients, kOptions));
+    const dtlab::shard::ShardContext context{&flat, shard_gradients, &group};
+    Recording strategy(dtlab::zero::make_zero1(context), shard_gradients);
+    const int64_t rows = kGlobalBatch / world;
+    torch::Tensor x, y;
+    state.loss = [&](const dtlab::data::Batch&) { return torch::mse_loss(model->forward(x), y); };
+    const dtlab::train::StepFunction step = dtlab::shard::sharded_step(strategy, context);
+    for (int s = 1; s <= kSteps; ++s) {
+      const auto whole = global_batch(s);
+      x = whole.first.narrow(0, group.rank() * rows, rows);
+      y = whole.second.narrow(0, group.rank() * rows, rows);
+      dtlab::data::Batch batch;
+      dtlab::train::StepInput input;
+      input.step = s;
+      input.batch = &batch;
+      const dtlab::train::StepResult result = step(state, input);
+      // Each rank's loss is its half's mean; their mean is the whole batch's (equal shares).
+      torch::Tensor loss = torch::tensor({result.loss});
+      group.all_reduce(loss, dtlab::dist::ReduceOp::AVG_BY_DIVISION, "loss");
+      EXPECT_NEAR(loss.item<float>(), expected[s - 1], 1e-5 * (1 + std::abs(expected[s - 1]))) << "step " << s;
+    }
+    // This rank's piece of the averaged gradient, before clipping.
+    EXPECT_TRUE(torch::allclose(strategy.first(), flat.shard(first_gradient, group.rank()), 1e-5, 1e-6))
+        << "rank " << group.rank() << ": the piece of the gradient after after_backward is not the whole batch's"
+        << " (max difference " << (strategy.first() - flat.shard(first_gradient, group.rank())).abs().max().item<float>()
+        << ")";
+    const auto theirs = reference->named_parameters();
+    for (const auto& item : model->named_parameters()) {
+      EXPECT_TRUE(torch::allclose(item.value(), theirs[item.key()], 1e-4, 1e-5)) << item.key();
+    }
+    // The moments of 1/N of the model, at most one piece's.
+    EXPECT_LE(dtlab::shard::optimizer_state_bytes(*state.optimizer), 8 * flat.layout().shard_numel());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, Zero1, ::testing::Values(2, 3));
+
+}  // namespace zero_test
