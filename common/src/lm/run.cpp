@@ -14,6 +14,7 @@
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
 #include "dtlab/dist/broadcast_state.h"
+#include "dtlab/data/sampler.h"
 #include "dtlab/dist/netdev.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/lm/dataset.h"
@@ -25,6 +26,7 @@
 #include "dtlab/pipeline/timeline.h"
 #include "dtlab/pipeline/workers.h"
 #include "dtlab/report/results.h"
+#include "dtlab/shard/shard_optimizer.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/rank_dump.h"
 #include "dtlab/train/train_order.h"
@@ -279,6 +281,15 @@ void print_throughput(const nlohmann::json& results, int micro_batches) {
 
 }  // namespace
 
+RankShare equal_shares(const train::Dataset& all, const dist::Group& group, int64_t global_batch, uint64_t seed) {
+  const int world = group.size();
+  const int64_t part = all.size() / world;
+  const std::vector<int64_t> order = data::shuffled_indices(all.size(), seed);
+  std::vector<int64_t> mine(order.begin() + group.rank() * part, order.begin() + (group.rank() + 1) * part);
+  auto view = std::make_shared<train::OrderedExamples>(all, mine);
+  return {std::move(view), std::move(mine), std::max<int64_t>(1, global_batch / world)};
+}
+
 int run_lm(const LmOptions& o, const LmExercise& ex) {
   // Who this process is. Flags are checked before any rank waits for another.
   const bool ranks = ex.data_parallel || ex.stage_ranks;
@@ -325,6 +336,20 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   plan.progress_seconds = o.progress_seconds;
   if (o.profile) plan.profile_dir = o.output_dir;
   add_optimizer(state, o, plan.total_steps);
+  // Sharded: the parameters in one flat buffer, AdamW on this rank's piece (its moments only for
+  // the piece), and the student's strategy moving gradients and pieces (shard/shard_step.h).
+  std::unique_ptr<shard::FlatParameters> flat;
+  std::unique_ptr<shard::ShardStrategy> strategy;
+  shard::ShardContext shard_context;
+  if (ex.sharded) {
+    flat = std::make_unique<shard::FlatParameters>(*state.module, run.world());
+    shard_context = {flat.get(), torch::zeros({flat->layout().shard_numel()}, flat->values().options()),
+                     run.group.get()};
+    state.optimizer = shard::make_shard_adamw(*flat, run.rank(), shard_context.shard_gradients,
+                                              {o.learning_rate, o.weight_decay});
+    state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, o.warmup_steps, plan.total_steps);
+    strategy = ex.sharded->make_strategy(shard_context);
+  }
   const EvalInputs eval{state.model, &tokenizer, ids, &d.validation, &d.test, o.eval_batch_size,
                         TranslateOptions{o.eval_batch_size, o.max_length, o.max_new_tokens}};
   std::unique_ptr<StageRankTrainer> stage_trainer;
@@ -365,12 +390,14 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     if (run.lead()) print_pipeline(devices, o.micro_batches);
   }
   train::StepFunction step = pipelined ? pipeline_step(*pipelined, pipeline_stats) : train::kit_step(*sync);
+  if (strategy) step = shard::sharded_step(*strategy, shard_context);
   if (stage_trainer) {
     step = stage_rank_step(*stage_trainer);
     if (run.lead()) print_stage_grid(*grid);
   }
   if (!o.dump_dir.empty()) {
     if (pipelined) throw Error("--dump_dir is for the exercises with ranks, not with --stages > 1 in one process");
+    if (strategy) throw Error("--dump_dir is not there yet for a sharded run (the zero exercise)");
     std::vector<int64_t> epoch1 = data::shard_indices(plan.sampler, 0);
     for (int64_t& row : epoch1) row = share.indices.at(static_cast<size_t>(row));
     train::RankDumpPlan dump{o.dump_dir, 1, run.rank(), run.world(), plan.batch_per_rank * readers, std::move(epoch1),
@@ -391,6 +418,15 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   if (stage_trainer) {
     stage_trainer->gather_model();  // rank 0 saves the whole model
     results.set_section("pp", stage_trainer->summary());
+  }
+  if (flat) {
+    // What this rank holds (rank 0's, in its results.json): ZeRO-1 divides the optimiser's state.
+    results.set_section("sharding", {{"strategy", ex.sharded->describe},
+                                     {"parameters", flat->layout().numel},
+                                     {"padding", flat->layout().padding()},
+                                     {"shard_elements", flat->layout().shard_numel()},
+                                     {"optimizer_state_bytes", shard::optimizer_state_bytes(*state.optimizer)},
+                                     {"flat_bytes", flat->bytes()}});
   }
   if (run.lead()) {
     results.save(results_path);

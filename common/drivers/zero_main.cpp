@@ -1,0 +1,13 @@
+// zero and zero-solution: sharded data-parallel training of GPT-2 (lm/run.h) with the student's
+// rings and ZeRO strategy (dtlab/tasks/zero.h). The kit joins the ranks and shares the data.
+#include "dtlab/lm/run.h"
+#include "dtlab/tasks/zero.h"
+
+int main(int argc, char** argv) {
+  dtlab::lm::LmExercise exercise;
+  exercise.name = "zero";
+  exercise.data_parallel = dtlab::lm::DataParallelParts{dtlab::dist::init_process_group, dtlab::lm::equal_shares,
+                                                        /*average_gradients=*/nullptr};
+  exercise.sharded = dtlab::lm::ShardedParts{dtlab::zero::make_zero1, "ZeRO-1: the optimiser's state sharded"};
+  return dtlab::lm::lm_main(argc, argv, exercise);
+}
