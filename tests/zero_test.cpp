@@ -8,14 +8,17 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "dist_test_util.h"
 #include "dtlab/shard/flat_parameters.h"
 #include "dtlab/shard/shard_optimizer.h"
 #include "dtlab/shard/shard_step.h"
+#include "dtlab/shard/unit_hooks.h"
 #include "dtlab/tasks/zero.h"
 #include "dtlab/train/optimizer.h"
 #include "dtlab/train/step.h"
@@ -154,25 +157,29 @@ class Recording final : public dtlab::shard::ShardStrategy {
   torch::Tensor shard_gradients_, first_;
 };
 
-class Zero1 : public ::testing::TestWithParam<int> {};
+// ZeRO-1 on `world` thread ranks against one process; the model in one unit or in units of its
+// modules (fc, norm, out: Note [Shard units]).
+using MakeStrategy = std::function<std::unique_ptr<dtlab::shard::ShardStrategy>(const dtlab::shard::ShardContext&)>;
 
-TEST_P(Zero1, TrainsAsOneProcessOnTheWholeBatch) {
-  const int world = GetParam();
+// The most gradient bytes a rank held (the kit's meter), per rank.
+void train_and_compare(int world, const dtlab::shard::UnitOf& unit_of, size_t units_expected, const MakeStrategy& make,
+                       std::vector<int64_t>* peak_gradient_bytes = nullptr) {
   auto reference = tiny();
   const std::vector<float> expected = one_process_losses(reference);
   const torch::Tensor first_gradient = one_process_first_gradient(world);
   dtlab::test::run_ranks(world, [&](dtlab::dist::Group& group) {
     auto model = tiny();
-    dtlab::shard::FlatParameters flat(*model, world);
-    torch::Tensor shard_gradients = torch::zeros({flat.layout().shard_numel()});
-    dtlab::train::TrainState state =
-        state_for(model, dtlab::shard::make_shard_adamw(flat, group.rank(), shard_gradients, kOptions));
-    const dtlab::shard::ShardContext context{&flat, shard_gradients, &group};
-    Recording strategy(dtlab::zero::make_zero1(context), shard_gradients);
+    std::vector<dtlab::shard::ShardUnit> units = dtlab::shard::make_units(*model, world, unit_of);
+    ASSERT_EQ(units.size(), units_expected);
+    dtlab::shard::FlatParameters& flat = *units[0].flat;
+    dtlab::train::TrainState state = state_for(model, dtlab::shard::make_shard_adamw(units, group.rank(), kOptions));
+    const dtlab::shard::ShardContext context{&units, &group};
+    dtlab::shard::UnitGradientHooks meter(units, nullptr);  // before the strategy's hooks, as the kit's driver
+    Recording strategy(make(context), units[0].shard_gradients);
     const int64_t rows = kGlobalBatch / world;
     torch::Tensor x, y;
     state.loss = [&](const dtlab::data::Batch&) { return torch::mse_loss(model->forward(x), y); };
-    const dtlab::train::StepFunction step = dtlab::shard::sharded_step(strategy, context);
+    const dtlab::train::StepFunction step = dtlab::shard::sharded_step(strategy, context, &meter);
     for (int s = 1; s <= kSteps; ++s) {
       const auto whole = global_batch(s);
       x = whole.first.narrow(0, group.rank() * rows, rows);
@@ -187,18 +194,52 @@ TEST_P(Zero1, TrainsAsOneProcessOnTheWholeBatch) {
       group.all_reduce(loss, dtlab::dist::ReduceOp::AVG_BY_DIVISION, "loss");
       EXPECT_NEAR(loss.item<float>(), expected[s - 1], 1e-5 * (1 + std::abs(expected[s - 1]))) << "step " << s;
     }
-    // This rank's piece of the averaged gradient, before clipping.
-    EXPECT_TRUE(torch::allclose(strategy.first(), flat.shard(first_gradient, group.rank()), 1e-5, 1e-6))
+    // This rank's piece of the averaged gradient, before clipping (one unit: the model's buffer).
+    if (units_expected == 1) {
+      EXPECT_TRUE(torch::allclose(strategy.first(), flat.shard(first_gradient, group.rank()), 1e-5, 1e-6))
         << "rank " << group.rank() << ": the piece of the gradient after after_backward is not the whole batch's"
         << " (max difference " << (strategy.first() - flat.shard(first_gradient, group.rank())).abs().max().item<float>()
         << ")";
+    }
     const auto theirs = reference->named_parameters();
     for (const auto& item : model->named_parameters()) {
       EXPECT_TRUE(torch::allclose(item.value(), theirs[item.key()], 1e-4, 1e-5)) << item.key();
     }
-    // The moments of 1/N of the model, at most one piece's.
-    EXPECT_LE(dtlab::shard::optimizer_state_bytes(*state.optimizer), 8 * flat.layout().shard_numel());
+    // The moments of 1/N of the model: at most one piece of each unit.
+    int64_t pieces = 0;
+    for (const auto& unit : units) pieces += unit.flat->layout().shard_numel();
+    EXPECT_LE(dtlab::shard::optimizer_state_bytes(*state.optimizer), 8 * pieces);
+    EXPECT_GT(dtlab::shard::optimizer_state_bytes(*state.optimizer), 0);
+    if (peak_gradient_bytes) (*peak_gradient_bytes)[group.rank()] = meter.peak_gradient_bytes();
   });
+}
+
+class Zero1 : public ::testing::TestWithParam<int> {};
+
+std::string by_module(const std::string& name) { return name.substr(0, name.find('.')); }  // fc, norm, out
+
+TEST_P(Zero1, TrainsAsOneProcessOnTheWholeBatch) {
+  train_and_compare(GetParam(), dtlab::shard::whole_model, 1, dtlab::zero::make_zero1);
+}
+
+TEST_P(Zero1, TrainsAsOneProcessInUnits) {
+  const int world = GetParam();
+  std::vector<int64_t> peaks(world);
+  train_and_compare(world, by_module, 3, dtlab::zero::make_zero1, &peaks);
+  // The whole gradient at once (65 floats), and the flat copies beside it.
+  for (int r = 0; r < world; ++r) EXPECT_GE(peaks[r], 65 * 4) << "rank " << r;
+}
+
+// ZeRO-2: each unit's gradient reduced and freed as backward finishes it; the most a rank holds
+// is the largest unit's (fc: 40 floats), never the model's 65.
+TEST_P(Zero1, Zero2TrainsAsOneProcessHoldingOneUnitsGradient) {
+  const int world = GetParam();
+  std::vector<int64_t> peaks(world);
+  train_and_compare(world, by_module, 3, dtlab::zero::make_zero2, &peaks);
+  for (int r = 0; r < world; ++r) {
+    EXPECT_LT(peaks[r], 65 * 4) << "rank " << r;
+    EXPECT_GE(peaks[r], 40 * 4) << "rank " << r;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, Zero1, ::testing::Values(2, 3));

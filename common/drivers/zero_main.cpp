@@ -8,6 +8,12 @@ int main(int argc, char** argv) {
   exercise.name = "zero";
   exercise.data_parallel = dtlab::lm::DataParallelParts{dtlab::dist::init_process_group, dtlab::lm::equal_shares,
                                                         /*average_gradients=*/nullptr};
-  exercise.sharded = dtlab::lm::ShardedParts{dtlab::zero::make_zero1, "ZeRO-1: the optimiser's state sharded"};
+  exercise.sharded = dtlab::lm::ShardedParts{
+      [](int stage, const dtlab::shard::ShardContext& context) {
+        return stage == 1 ? dtlab::zero::make_zero1(context) : dtlab::zero::make_zero2(context);
+      },
+      [](int stage) -> std::string {
+        return stage == 1 ? "ZeRO-1: the optimiser's state sharded" : "ZeRO-2: the optimiser's state and the gradients sharded";
+      }};
   return dtlab::lm::lm_main(argc, argv, exercise);
 }

@@ -281,6 +281,13 @@ void print_throughput(const nlohmann::json& results, int micro_batches) {
 
 }  // namespace
 
+std::string gpt2_unit_of(const std::string& parameter) {
+  static const std::string blocks = "transformer.h.";
+  if (parameter.rfind(blocks, 0) == 0) return parameter.substr(0, parameter.find('.', blocks.size()));
+  if (parameter.rfind("transformer.wte.", 0) == 0 || parameter.rfind("transformer.wpe.", 0) == 0) return "embeddings";
+  return "head";
+}
+
 RankShare equal_shares(const train::Dataset& all, const dist::Group& group, int64_t global_batch, uint64_t seed) {
   const int world = group.size();
   const int64_t part = all.size() / world;
@@ -338,17 +345,17 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   add_optimizer(state, o, plan.total_steps);
   // Sharded: the parameters in one flat buffer, AdamW on this rank's piece (its moments only for
   // the piece), and the student's strategy moving gradients and pieces (shard/shard_step.h).
-  std::unique_ptr<shard::FlatParameters> flat;
+  std::vector<shard::ShardUnit> units;
   std::unique_ptr<shard::ShardStrategy> strategy;
+  std::unique_ptr<shard::UnitGradientHooks> gradient_meter;
   shard::ShardContext shard_context;
   if (ex.sharded) {
-    flat = std::make_unique<shard::FlatParameters>(*state.module, run.world());
-    shard_context = {flat.get(), torch::zeros({flat->layout().shard_numel()}, flat->values().options()),
-                     run.group.get()};
-    state.optimizer = shard::make_shard_adamw(*flat, run.rank(), shard_context.shard_gradients,
-                                              {o.learning_rate, o.weight_decay});
+    units = shard::make_units(*state.module, run.world(), gpt2_unit_of);
+    shard_context = {&units, run.group.get()};
+    gradient_meter = std::make_unique<shard::UnitGradientHooks>(units, nullptr);  // before the student's hooks
+    state.optimizer = shard::make_shard_adamw(units, run.rank(), {o.learning_rate, o.weight_decay});
     state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, o.warmup_steps, plan.total_steps);
-    strategy = ex.sharded->make_strategy(shard_context);
+    strategy = ex.sharded->make_strategy(o.zero_stage, shard_context);
   }
   const EvalInputs eval{state.model, &tokenizer, ids, &d.validation, &d.test, o.eval_batch_size,
                         TranslateOptions{o.eval_batch_size, o.max_length, o.max_new_tokens}};
@@ -390,7 +397,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     if (run.lead()) print_pipeline(devices, o.micro_batches);
   }
   train::StepFunction step = pipelined ? pipeline_step(*pipelined, pipeline_stats) : train::kit_step(*sync);
-  if (strategy) step = shard::sharded_step(*strategy, shard_context);
+  if (strategy) step = shard::sharded_step(*strategy, shard_context, gradient_meter.get());
   if (stage_trainer) {
     step = stage_rank_step(*stage_trainer);
     if (run.lead()) print_stage_grid(*grid);
@@ -419,14 +426,24 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     stage_trainer->gather_model();  // rank 0 saves the whole model
     results.set_section("pp", stage_trainer->summary());
   }
-  if (flat) {
+  if (strategy) {
     // What this rank holds (rank 0's, in its results.json): ZeRO-1 divides the optimiser's state.
-    results.set_section("sharding", {{"strategy", ex.sharded->describe},
-                                     {"parameters", flat->layout().numel},
-                                     {"padding", flat->layout().padding()},
-                                     {"shard_elements", flat->layout().shard_numel()},
+    int64_t parameters = 0, padding = 0, shard_elements = 0, flat_bytes = 0;
+    for (const shard::ShardUnit& unit : units) {
+      parameters += unit.flat->layout().numel;
+      padding += unit.flat->layout().padding();
+      shard_elements += unit.flat->layout().shard_numel();
+      flat_bytes += unit.flat->bytes();
+    }
+    results.set_section("sharding", {{"stage", o.zero_stage},
+                                     {"strategy", ex.sharded->describe(o.zero_stage)},
+                                     {"units", units.size()},
+                                     {"parameters", parameters},
+                                     {"padding", padding},
+                                     {"shard_elements", shard_elements},
                                      {"optimizer_state_bytes", shard::optimizer_state_bytes(*state.optimizer)},
-                                     {"flat_bytes", flat->bytes()}});
+                                     {"peak_gradient_bytes", gradient_meter->peak_gradient_bytes()},
+                                     {"flat_bytes", flat_bytes}});
   }
   if (run.lead()) {
     results.save(results_path);
@@ -445,6 +462,11 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
     add_lm_flags(app, options, exercise.data_parallel.has_value() || exercise.stage_ranks.has_value());
     if (exercise.pipeline) add_pipeline_flags(app, options);
     if (exercise.stage_ranks) add_stage_rank_flags(app, options);
+    if (exercise.sharded) {
+      app.add_option("--zero_stage", options.zero_stage,
+                     "What is sharded: 1 the optimiser's state (ZeRO-1), 2 and the gradients (ZeRO-2)")
+          ->check(CLI::IsMember({1, 2}));
+    }
     if (auto stop = parse_flags(app, argc, argv)) return *stop;
     if (exercise.pipeline && !options.probe.empty()) return exercise.pipeline->probe(options);
     if (exercise.stage_ranks && !options.probe.empty()) return exercise.stage_ranks->probe(options);

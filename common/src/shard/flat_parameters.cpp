@@ -30,22 +30,34 @@ std::vector<SegmentPiece> pieces_in(const std::vector<FlatSegment>& segments, in
   return pieces;
 }
 
-FlatParameters::FlatParameters(torch::nn::Module& module, int world) {
+namespace {
+
+// The parameters of a module a flat buffer holds: those that require a gradient, a tied one once.
+std::vector<std::pair<std::string, torch::Tensor>> trainable(const torch::nn::Module& module) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) named.emplace_back(item.key(), item.value());
+  return named;
+}
+
+}  // namespace
+
+FlatParameters::FlatParameters(torch::nn::Module& module, int world) : FlatParameters(trainable(module), world) {}
+
+FlatParameters::FlatParameters(const std::vector<std::pair<std::string, torch::Tensor>>& named, int world) {
   std::unordered_set<const void*> seen;  // a tied parameter (GPT-2's wte and lm_head) once
   int64_t numel = 0;
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    const torch::Tensor& p = item.value();
+  for (const auto& [name, p] : named) {
     if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
     if (p.scalar_type() != torch::kFloat) {
-      throw Error(fmt::format("flat parameters: {} is {}, and the flat buffer holds float32 only", item.key(),
+      throw Error(fmt::format("flat parameters: {} is {}, and the flat buffer holds float32 only", name,
                               std::string(c10::toString(p.scalar_type()))));
     }
     if (!parameters_.empty() && p.device() != parameters_.front().device()) {
       throw Error(fmt::format("flat parameters: {} is on {} and {} on {}: one buffer lies on one device",
-                              item.key(), p.device().str(), segments_.front().name,
+                              name, p.device().str(), segments_.front().name,
                               parameters_.front().device().str()));
     }
-    segments_.push_back({item.key(), numel, p.numel(), p.sizes().vec(), train::exempt_from_weight_decay(p)});
+    segments_.push_back({name, numel, p.numel(), p.sizes().vec(), train::exempt_from_weight_decay(p)});
     parameters_.push_back(p);
     numel += p.numel();
   }

@@ -8,19 +8,21 @@
 
 namespace dtlab::shard {
 
-void clip_shard_gradients(torch::Tensor& shard_gradients, double max_norm, dist::Group& group) {
+void clip_shard_gradients(std::vector<ShardUnit>& units, double max_norm, dist::Group& group) {
   torch::NoGradGuard no_grad;
-  torch::Tensor squared = shard_gradients.pow(2).sum().reshape({1});
+  torch::Tensor squared = torch::zeros({1});
+  for (const ShardUnit& unit : units) squared += unit.shard_gradients.pow(2).sum();
   group.all_reduce(squared, dist::ReduceOp::SUM, "gradient norm");
   const torch::Tensor total = squared.sqrt();
   const torch::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
-  shard_gradients.mul_(coefficient);
+  for (ShardUnit& unit : units) unit.shard_gradients.mul_(coefficient);
 }
 
-train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& context) {
-  return [&strategy, context](train::TrainState& state, const train::StepInput& input) {
+train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& context, UnitGradientHooks* meter) {
+  return [&strategy, context, meter](train::TrainState& state, const train::StepInput& input) {
     state.module->train();
     const torch::Tensor loss = state.loss(*input.batch);
+    if (meter) meter->arm();
     strategy.before_backward();
     loss.backward();
     train::StepResult result;
@@ -29,12 +31,12 @@ train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& co
       // on the timeline, not here).
       const auto start = std::chrono::steady_clock::now();
       strategy.after_backward();
+      if (meter) meter->sample();
       result.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     {
       RECORD_USER_SCOPE(report::kUpdateScope);
-      torch::Tensor gradients = context.shard_gradients;
-      if (state.max_grad_norm > 0) clip_shard_gradients(gradients, state.max_grad_norm, *context.group);
+      if (state.max_grad_norm > 0) clip_shard_gradients(*context.units, state.max_grad_norm, *context.group);
       state.optimizer->step();
       state.scheduler->step();
     }

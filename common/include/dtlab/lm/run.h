@@ -61,9 +61,14 @@ struct PipelineParts {
 // equal share of the data (lm::equal_shares), lays the parameters in one flat buffer and runs
 // AdamW on this rank's piece only.
 struct ShardedParts {
-  std::function<std::unique_ptr<shard::ShardStrategy>(const shard::ShardContext&)> make_strategy;
-  std::string describe;  // for the banner: "ZeRO-1: optimiser state sharded"
+  // The strategy of --zero_stage (1, 2), its words for the banner and results.json.
+  std::function<std::unique_ptr<shard::ShardStrategy>(int stage, const shard::ShardContext&)> make_strategy;
+  std::function<std::string(int stage)> describe;
 };
+
+// GPT-2's units (Note [Shard units]): "embeddings" (wte, wpe), each block "transformer.h.<i>", "head"
+// (ln_f, and lm_head when untied), in forward order.
+std::string gpt2_unit_of(const std::string& parameter);
 
 // The kit's data-parallel share: the indices 0..N-1 shuffled once with seed, cut into world equal
 // consecutive parts (what the cuts leave over is read by no rank), part `rank` read in order,

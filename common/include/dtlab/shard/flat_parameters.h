@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtlab::shard {
@@ -64,6 +65,8 @@ class FlatParameters {
   // save, load) is unchanged. Every parameter must be a float tensor on one device (the error
   // names the first that is not).
   FlatParameters(torch::nn::Module& module, int world);
+  // The same for a list of named parameters (a unit of the model, shard/units.h).
+  FlatParameters(const std::vector<std::pair<std::string, torch::Tensor>>& named, int world);
 
   const ShardLayout& layout() const { return layout_; }
   const std::vector<FlatSegment>& segments() const { return segments_; }

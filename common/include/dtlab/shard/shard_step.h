@@ -13,7 +13,8 @@
 #include <torch/types.h>
 
 #include "dtlab/dist/group.h"
-#include "dtlab/shard/flat_parameters.h"
+#include "dtlab/shard/unit_hooks.h"
+#include "dtlab/shard/units.h"
 #include "dtlab/train/loop.h"
 
 namespace dtlab::shard {
@@ -29,21 +30,23 @@ class ShardStrategy {
   virtual void after_update() = 0;
 };
 
-// What the kit hands a strategy: the flat parameters (this rank's model is a view of them), the
-// buffer the optimiser reads this rank's piece of the gradient from ([shard_numel],
-// shard_optimizer.h), and the group.
+// What the kit hands a strategy: the model's units (Note [Shard units]: this rank's model is a view
+// of their flat buffers; the optimiser reads this rank's piece of each unit's gradient from its
+// shard_gradients) and the group.
 struct ShardContext {
-  FlatParameters* flat = nullptr;
-  torch::Tensor shard_gradients;
+  std::vector<ShardUnit>* units = nullptr;
   dist::Group* group = nullptr;
 };
 
 // LibTorch's clip_grad_norm_ over the whole model's gradient, from the pieces: each rank's squared
 // norm all-reduced, so every rank scales its piece by the same coefficient. The same numbers as one
 // process's clip up to the order of the sums (a few units in the last place).
-void clip_shard_gradients(torch::Tensor& shard_gradients, double max_norm, dist::Group& group);
+void clip_shard_gradients(std::vector<ShardUnit>& units, double max_norm, dist::Group& group);
 
-// The step above; state.optimizer must be the shard's (make_shard_adamw with context's buffer).
-train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& context);
+// The step above; state.optimizer must be the pieces' (make_shard_adamw of context's units).
+// meter (optional): the kit's measure of the gradient bytes this rank holds, armed before each
+// backward and sampled after after_backward.
+train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& context,
+                                 UnitGradientHooks* meter = nullptr);
 
 }  // namespace dtlab::shard

@@ -50,4 +50,9 @@ void ring_all_gather(torch::Tensor& flat, dist::Group& group, const std::string&
 // into this rank's piece; the updated pieces all-gathered into every replica.
 std::unique_ptr<shard::ShardStrategy> make_zero1(const shard::ShardContext& context);
 
+// ZeRO-2: each unit's gradient reduce-scattered (and averaged) as soon as backward has produced
+// it (shard/unit_hooks.h calls back), then freed: no rank holds the whole model's gradient. The
+// updated pieces all-gathered as in ZeRO-1.
+std::unique_ptr<shard::ShardStrategy> make_zero2(const shard::ShardContext& context);
+
 }  // namespace dtlab::zero
