@@ -169,7 +169,7 @@ void train_and_compare(int world, const dtlab::shard::UnitOf& unit_of, size_t un
   const torch::Tensor first_gradient = one_process_first_gradient(world);
   dtlab::test::run_ranks(world, [&](dtlab::dist::Group& group) {
     auto model = tiny();
-    std::vector<dtlab::shard::ShardUnit> units = dtlab::shard::make_units(*model, world, unit_of);
+    std::vector<dtlab::shard::ShardUnit> units = dtlab::shard::make_units(*model, world, group.rank(), unit_of);
     ASSERT_EQ(units.size(), units_expected);
     dtlab::shard::FlatParameters& flat = *units[0].flat;
     dtlab::train::TrainState state = state_for(model, dtlab::shard::make_shard_adamw(units, group.rank(), kOptions));

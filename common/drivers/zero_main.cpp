@@ -10,10 +10,13 @@ int main(int argc, char** argv) {
                                                         /*average_gradients=*/nullptr};
   exercise.sharded = dtlab::lm::ShardedParts{
       [](int stage, const dtlab::shard::ShardContext& context) {
-        return stage == 1 ? dtlab::zero::make_zero1(context) : dtlab::zero::make_zero2(context);
+        if (stage == 1) return dtlab::zero::make_zero1(context);
+        return stage == 2 ? dtlab::zero::make_zero2(context) : dtlab::zero::make_fsdp(context);
       },
       [](int stage) -> std::string {
-        return stage == 1 ? "ZeRO-1: the optimiser's state sharded" : "ZeRO-2: the optimiser's state and the gradients sharded";
+        if (stage == 1) return "ZeRO-1: the optimiser's state sharded";
+        return stage == 2 ? "ZeRO-2: the optimiser's state and the gradients sharded"
+                          : "FSDP (ZeRO-3): the optimiser's state, the gradients and the parameters sharded";
       }};
   return dtlab::lm::lm_main(argc, argv, exercise);
 }

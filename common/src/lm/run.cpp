@@ -281,6 +281,35 @@ void print_throughput(const nlohmann::json& results, int micro_batches) {
 
 }  // namespace
 
+namespace {
+
+// The bytes of the units whose whole values this rank holds now.
+int64_t allocated_parameter_bytes(const std::vector<shard::ShardUnit>& units) {
+  int64_t bytes = 0;
+  for (const shard::ShardUnit& unit : units) {
+    if (unit.flat->values_allocated()) bytes += unit.flat->layout().padded_numel() * static_cast<int64_t>(sizeof(float));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<std::vector<size_t>> gpt2_stage_units(const model::Gpt2LMHeadModel& model,
+                                                  const std::vector<shard::ShardUnit>& units) {
+  auto index = [&](const std::string& name) {
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (units[u].name == name) return u;
+    }
+    throw Error("GPT-2 has no unit " + name + " (a bug of the kit's units)");
+  };
+  std::vector<std::vector<size_t>> stages;
+  stages.push_back({index("embeddings")});
+  for (int64_t i = 0; i < model->config().n_layer; ++i) stages.push_back({index("transformer.h." + std::to_string(i))});
+  stages.push_back({index("head")});
+  if (model->config().tie_word_embeddings) stages.back().push_back(index("embeddings"));
+  return stages;
+}
+
 std::string gpt2_unit_of(const std::string& parameter) {
   static const std::string blocks = "transformer.h.";
   if (parameter.rfind(blocks, 0) == 0) return parameter.substr(0, parameter.find('.', blocks.size()));
@@ -349,13 +378,29 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   std::unique_ptr<shard::ShardStrategy> strategy;
   std::unique_ptr<shard::UnitGradientHooks> gradient_meter;
   shard::ShardContext shard_context;
+  bool stage_hooks_on = true;     // off while an FSDP model is evaluated whole
+  int64_t peak_parameter_bytes = 0;
   if (ex.sharded) {
-    units = shard::make_units(*state.module, run.world(), gpt2_unit_of);
-    shard_context = {&units, run.group.get()};
+    units = shard::make_units(*state.module, run.world(), run.rank(), gpt2_unit_of);
+    shard_context = {&units, run.group.get(), gpt2_stage_units(state.model, units)};
+    if (o.zero_stage == 3) shard::keep_only_pieces(units, run.rank());  // FSDP: at rest, pieces only
     gradient_meter = std::make_unique<shard::UnitGradientHooks>(units, nullptr);  // before the student's hooks
     state.optimizer = shard::make_shard_adamw(units, run.rank(), {o.learning_rate, o.weight_decay});
     state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, o.warmup_steps, plan.total_steps);
     strategy = ex.sharded->make_strategy(o.zero_stage, shard_context);
+    if (o.zero_stage == 3) {
+      // The student's gather and free around every stage of the forward, and the kit's measure of
+      // the parameter bytes this rank holds at each (what FSDP divides).
+      state.model->set_stage_hooks(
+          {[&](int64_t stage) {
+             if (!stage_hooks_on) return;
+             strategy->before_stage(stage);
+             peak_parameter_bytes = std::max(peak_parameter_bytes, allocated_parameter_bytes(units));
+           },
+           [&](int64_t stage, const torch::Tensor& output) {
+             if (stage_hooks_on) strategy->after_stage(stage, output);
+           }});
+    }
   }
   const EvalInputs eval{state.model, &tokenizer, ids, &d.validation, &d.test, o.eval_batch_size,
                         TranslateOptions{o.eval_batch_size, o.max_length, o.max_new_tokens}};
@@ -370,8 +415,19 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   }
   state.evaluate = [&] {
     if (stage_trainer) stage_trainer->gather_model();  // each rank trained only its stage
+    // FSDP: evaluated whole (PyTorch's summon_full_params): ranks decode different numbers of
+    // tokens, so gathers inside the forward would not pair up across ranks.
+    const bool whole = ex.sharded && o.zero_stage == 3;
+    if (whole) {
+      shard::gather_units(units, *run.group);
+      stage_hooks_on = false;
+    }
     std::vector<Translation> translations;
     const train::EvalResult r = evaluate_translation(eval, run.group.get(), &translations);
+    if (whole) {
+      for (shard::ShardUnit& unit : units) unit.flat->free_values();
+      stage_hooks_on = true;
+    }
     if (run.lead()) print_samples(translations, o.samples);
     return r;
   };
@@ -443,7 +499,12 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
                                      {"shard_elements", shard_elements},
                                      {"optimizer_state_bytes", shard::optimizer_state_bytes(*state.optimizer)},
                                      {"peak_gradient_bytes", gradient_meter->peak_gradient_bytes()},
+                                     {"peak_parameter_bytes", o.zero_stage == 3 ? peak_parameter_bytes : flat_bytes},
                                      {"flat_bytes", flat_bytes}});
+  }
+  if (strategy && o.zero_stage == 3 && !o.no_save) {
+    stage_hooks_on = false;
+    shard::gather_units(units, *run.group);  // every rank takes part; rank 0 saves the whole model
   }
   if (run.lead()) {
     results.save(results_path);
@@ -464,8 +525,9 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
     if (exercise.stage_ranks) add_stage_rank_flags(app, options);
     if (exercise.sharded) {
       app.add_option("--zero_stage", options.zero_stage,
-                     "What is sharded: 1 the optimiser's state (ZeRO-1), 2 and the gradients (ZeRO-2)")
-          ->check(CLI::IsMember({1, 2}));
+                     "What is sharded: 1 the optimiser's state (ZeRO-1), 2 and the gradients (ZeRO-2), 3 and the "
+                     "parameters (FSDP)")
+          ->check(CLI::IsMember({1, 2, 3}));
     }
     if (auto stop = parse_flags(app, argc, argv)) return *stop;
     if (exercise.pipeline && !options.probe.empty()) return exercise.pipeline->probe(options);

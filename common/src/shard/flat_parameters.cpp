@@ -107,11 +107,28 @@ void FlatParameters::flatten_gradients() {
   }
 }
 
+void FlatParameters::free_values() {
+  c10::StorageImpl* storage = values_.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, values_.device()));
+  storage->set_nbytes(0);
+}
+
+void FlatParameters::allocate_values() {
+  if (values_allocated()) return;
+  const size_t bytes = static_cast<size_t>(layout_.padded_numel()) * sizeof(float);
+  c10::StorageImpl* storage = values_.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
+bool FlatParameters::values_allocated() const {
+  return values_.storage().nbytes() >= static_cast<size_t>(layout_.padded_numel()) * sizeof(float);
+}
+
 int64_t FlatParameters::bytes() const {
   int64_t total = 0;
-  for (const torch::Tensor* t : {&values_, &gradients_}) {
-    if (t->defined()) total += t->numel() * static_cast<int64_t>(t->element_size());
-  }
+  if (values_allocated()) total += values_.numel() * static_cast<int64_t>(values_.element_size());
+  if (gradients_.defined()) total += gradients_.numel() * static_cast<int64_t>(gradients_.element_size());
   return total;
 }
 

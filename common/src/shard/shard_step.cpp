@@ -18,6 +18,15 @@ void clip_shard_gradients(std::vector<ShardUnit>& units, double max_norm, dist::
   for (ShardUnit& unit : units) unit.shard_gradients.mul_(coefficient);
 }
 
+void gather_units(std::vector<ShardUnit>& units, dist::Group& group) {
+  torch::NoGradGuard no_grad;
+  for (ShardUnit& unit : units) {
+    const std::vector<torch::Tensor> pieces = group.all_gather(unit.shard_values, "gather " + unit.name);
+    unit.flat->allocate_values();
+    for (int r = 0; r < group.size(); ++r) unit.flat->shard(unit.flat->values(), r).copy_(pieces[static_cast<size_t>(r)]);
+  }
+}
+
 train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& context, UnitGradientHooks* meter) {
   return [&strategy, context, meter](train::TrainState& state, const train::StepInput& input) {
     state.module->train();

@@ -8,7 +8,7 @@ namespace dtlab::shard {
 
 std::string whole_model(const std::string&) { return "model"; }
 
-std::vector<ShardUnit> make_units(torch::nn::Module& module, int world, const UnitOf& unit_of) {
+std::vector<ShardUnit> make_units(torch::nn::Module& module, int world, int rank, const UnitOf& unit_of) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> members;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
@@ -22,9 +22,17 @@ std::vector<ShardUnit> make_units(torch::nn::Module& module, int world, const Un
     unit.name = name;
     unit.flat = std::make_unique<FlatParameters>(members[name], world);
     unit.shard_gradients = torch::zeros({unit.flat->layout().shard_numel()}, unit.flat->values().options());
+    unit.shard_values = unit.flat->shard(unit.flat->values(), rank);
     units.push_back(std::move(unit));
   }
   return units;
+}
+
+void keep_only_pieces(std::vector<ShardUnit>& units, int rank) {
+  for (ShardUnit& unit : units) {
+    unit.shard_values = unit.flat->shard(unit.flat->values(), rank).clone();
+    unit.flat->free_values();
+  }
 }
 
 }  // namespace dtlab::shard

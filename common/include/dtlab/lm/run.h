@@ -69,6 +69,9 @@ struct ShardedParts {
 // GPT-2's units (Note [Shard units]): "embeddings" (wte, wpe), each block "transformer.h.<i>", "head"
 // (ln_f, and lm_head when untied), in forward order.
 std::string gpt2_unit_of(const std::string& parameter);
+// Which of those units each stage of GPT-2's forward reads (shard::ShardContext::stage_units).
+std::vector<std::vector<size_t>> gpt2_stage_units(const model::Gpt2LMHeadModel& model,
+                                                  const std::vector<shard::ShardUnit>& units);
 
 // The kit's data-parallel share: the indices 0..N-1 shuffled once with seed, cut into world equal
 // consecutive parts (what the cuts leave over is read by no rank), part `rank` read in order,

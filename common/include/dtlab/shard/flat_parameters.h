@@ -87,6 +87,16 @@ class FlatParameters {
   void flatten_gradients();
   void release_gradients() { gradients_ = torch::Tensor(); }
 
+  // FSDP (ZeRO-3): the parameters' memory given back and taken again. free_values() leaves
+  // values() (and so every parameter, a view of it) without memory: its storage has 0 bytes, as
+  // PyTorch FSDP's storage resize_(0), and a parameter read then is an error of the strategy;
+  // allocate_values() gives it padded_numel floats again, uninitialised, in the same storage, so
+  // the parameters and every tensor autograd saved of them see what is written there next (the
+  // all-gather before backward).
+  void free_values();
+  void allocate_values();
+  bool values_allocated() const;
+
   // The bytes this object holds: the flat values, and the flat gradients while they exist.
   int64_t bytes() const;
 

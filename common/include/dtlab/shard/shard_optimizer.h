@@ -27,8 +27,8 @@ namespace dtlab::shard {
 std::unique_ptr<torch::optim::AdamW> make_shard_adamw(FlatParameters& flat, int rank,
                                                       torch::Tensor shard_gradients,
                                                       const train::OptimizerOptions& options);
-// The same over rank's piece of every unit (Note [Shard units]), each piece's gradient in its
-// unit's shard_gradients.
+// The same over rank's piece of every unit (Note [Shard units]): each unit's shard_values, its
+// gradient in the unit's shard_gradients.
 std::unique_ptr<torch::optim::AdamW> make_shard_adamw(std::vector<ShardUnit>& units, int rank,
                                                       const train::OptimizerOptions& options);
 

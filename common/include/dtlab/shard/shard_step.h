@@ -25,9 +25,13 @@ class ShardStrategy {
   virtual void before_backward() {}
   // After backward: this rank's piece of the gradient averaged over ranks is in shard_gradients.
   virtual void after_backward() = 0;
-  // After the optimiser has updated this rank's piece of flat.values(): every rank's model holds
-  // every piece's new values.
+  // After the optimiser has updated this rank's pieces (each unit's shard_values): ZeRO-1 and 2
+  // all-gather them, so every rank's model holds every piece's new values; FSDP keeps pieces.
   virtual void after_update() = 0;
+  // Around each stage of the model's forward (Note [Stage hooks], model/gpt2.h), training and
+  // evaluation alike: FSDP gathers the stage's units before and frees them after.
+  virtual void before_stage(int64_t stage) {}
+  virtual void after_stage(int64_t stage, const torch::Tensor& output) {}
 };
 
 // What the kit hands a strategy: the model's units (Note [Shard units]: this rank's model is a view
@@ -36,7 +40,15 @@ class ShardStrategy {
 struct ShardContext {
   std::vector<ShardUnit>* units = nullptr;
   dist::Group* group = nullptr;
+  // stage_units[s]: the units stage s of the model's forward reads, in order (GPT-2: the
+  // embeddings at stage 0, block i at stage i + 1, the head and, tied, the embeddings last).
+  std::vector<std::vector<size_t>> stage_units;
 };
+
+// Every unit whole on every rank, gathered from each unit's shard_values with c10d's all_gather
+// (the kit's, not the student's ring): an FSDP model before its checkpoint is saved, which then
+// equals one process's. The units stay allocated.
+void gather_units(std::vector<ShardUnit>& units, dist::Group& group);
 
 // LibTorch's clip_grad_norm_ over the whole model's gradient, from the pieces: each rank's squared
 // norm all-reduced, so every rank scales its piece by the same coefficient. The same numbers as one

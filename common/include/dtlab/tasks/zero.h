@@ -55,4 +55,9 @@ std::unique_ptr<shard::ShardStrategy> make_zero1(const shard::ShardContext& cont
 // updated pieces all-gathered as in ZeRO-1.
 std::unique_ptr<shard::ShardStrategy> make_zero2(const shard::ShardContext& context);
 
+// FSDP (ZeRO-3): each unit's parameters sharded at rest (the kit keeps only this rank's piece,
+// shard::keep_only_pieces), all-gathered just before a stage reads them and freed after, gathered
+// again before the stage's backward, their gradient reduce-scattered as in ZeRO-2 and freed.
+std::unique_ptr<shard::ShardStrategy> make_fsdp(const shard::ShardContext& context);
+
 }  // namespace dtlab::zero
