@@ -8,7 +8,7 @@ namespace dtlab::zero {
 namespace {
 
 // Piece k of flat, k taken modulo the world (the ring wraps).
-torch::Tensor piece(torch::Tensor& flat, int k, int world) {
+[[maybe_unused]] torch::Tensor piece(torch::Tensor& flat, int k, int world) {
   const int64_t size = flat.numel() / world;
   return flat.narrow(0, ((k % world) + world) % world * size, size);
 }
@@ -26,7 +26,8 @@ void check_divides(const torch::Tensor& flat, const dist::Group& group, const ch
 // With two ranks the next and the previous are one peer, and NCCL runs a pair's operations on one
 // stream in the order posted: the lower rank sends first, the other receives first, so that each
 // send meets a receive (both sending first deadlocks above NCCL's buffer).
-void exchange(const torch::Tensor& out, torch::Tensor& in, dist::Group& group, const std::string& tag) {
+[[maybe_unused]] void exchange(const torch::Tensor& out, torch::Tensor& in, dist::Group& group,
+                                const std::string& tag) {
   const int world = group.size(), rank = group.rank();
   const int next = (rank + 1) % world, previous = (rank - 1 + world) % world;
   dist::PendingWork send, recv;
@@ -45,9 +46,9 @@ void exchange(const torch::Tensor& out, torch::Tensor& in, dist::Group& group, c
 
 void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
   check_divides(flat, group, "ring_reduce_scatter");
-  const int world = group.size(), rank = group.rank();
-  if (world == 1) return;
+  if (group.size() == 1) return;
   // BEGIN TODO(ring_reduce_scatter): N-1 steps; at step s send piece rank-s-1 to the next rank, receive piece rank-s-2 from the previous one and add it to yours. After the last step piece `rank` is the sum over every rank.
+  const int world = group.size(), rank = group.rank();
   torch::Tensor incoming = torch::empty_like(piece(flat, 0, world));
   for (int s = 0; s < world - 1; ++s) {
     // Piece rank-s-1 holds the sum of s+1 ranks' copies (this one's and the s before it on the
@@ -61,9 +62,9 @@ void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::str
 
 void ring_all_gather(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
   check_divides(flat, group, "ring_all_gather");
-  const int world = group.size(), rank = group.rank();
-  if (world == 1) return;
+  if (group.size() == 1) return;
   // BEGIN TODO(ring_all_gather): N-1 steps; at step s send piece rank-s (yours first, then the one received at the step before) to the next rank and receive piece rank-s-1 from the previous one into its place.
+  const int world = group.size(), rank = group.rank();
   for (int s = 0; s < world - 1; ++s) {
     torch::Tensor into = piece(flat, rank - s - 1, world);
     exchange(piece(flat, rank - s, world), into, group, tag);

@@ -10,7 +10,7 @@ namespace dtlab::zero {
 namespace {
 
 // Piece k of flat, k taken modulo the world (the ring wraps).
-torch::Tensor piece(torch::Tensor& flat, int k, int world) {
+[[maybe_unused]] torch::Tensor piece(torch::Tensor& flat, int k, int world) {
   const int64_t size = flat.numel() / world;
   return flat.narrow(0, ((k % world) + world) % world * size, size);
 }
@@ -28,7 +28,8 @@ void check_divides(const torch::Tensor& flat, const dist::Group& group, const ch
 // With two ranks the next and the previous are one peer, and NCCL runs a pair's operations on one
 // stream in the order posted: the lower rank sends first, the other receives first, so that each
 // send meets a receive (both sending first deadlocks above NCCL's buffer).
-void exchange(const torch::Tensor& out, torch::Tensor& in, dist::Group& group, const std::string& tag) {
+[[maybe_unused]] void exchange(const torch::Tensor& out, torch::Tensor& in, dist::Group& group,
+                                const std::string& tag) {
   const int world = group.size(), rank = group.rank();
   const int next = (rank + 1) % world, previous = (rank - 1 + world) % world;
   dist::PendingWork send, recv;
@@ -47,16 +48,14 @@ void exchange(const torch::Tensor& out, torch::Tensor& in, dist::Group& group, c
 
 void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
   check_divides(flat, group, "ring_reduce_scatter");
-  const int world = group.size(), rank = group.rank();
-  if (world == 1) return;
+  if (group.size() == 1) return;
   // TODO(ring_reduce_scatter): N-1 steps; at step s send piece rank-s-1 to the next rank, receive piece rank-s-2 from the previous one and add it to yours. After the last step piece `rank` is the sum over every rank.
   throw dtlab::NotImplemented("TODO(ring_reduce_scatter): N-1 steps; at step s send piece rank-s-1 to the next rank, receive piece rank-s-2 from the previous one and add it to yours. After the last step piece `rank` is the sum over every rank.");
 }
 
 void ring_all_gather(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
   check_divides(flat, group, "ring_all_gather");
-  const int world = group.size(), rank = group.rank();
-  if (world == 1) return;
+  if (group.size() == 1) return;
   // TODO(ring_all_gather): N-1 steps; at step s send piece rank-s (yours first, then the one received at the step before) to the next rank and receive piece rank-s-1 from the previous one into its place.
   throw dtlab::NotImplemented("TODO(ring_all_gather): N-1 steps; at step s send piece rank-s (yours first, then the one received at the step before) to the next rank and receive piece rank-s-1 from the previous one into its place.");
 }

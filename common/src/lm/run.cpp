@@ -21,12 +21,12 @@
 #include "dtlab/lm/evaluate.h"
 #include "dtlab/lm/loss.h"
 #include "dtlab/lm/model.h"
+#include "dtlab/lm/zero_step.h"
 #include "dtlab/pipeline/gpt2_layout.h"
 #include "dtlab/pipeline/stage_schedule.h"
 #include "dtlab/pipeline/timeline.h"
 #include "dtlab/pipeline/workers.h"
 #include "dtlab/report/results.h"
-#include "dtlab/shard/shard_optimizer.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/rank_dump.h"
 #include "dtlab/train/train_order.h"
@@ -281,42 +281,6 @@ void print_throughput(const nlohmann::json& results, int micro_batches) {
 
 }  // namespace
 
-namespace {
-
-// The bytes of the units whose whole values this rank holds now.
-int64_t allocated_parameter_bytes(const std::vector<shard::ShardUnit>& units) {
-  int64_t bytes = 0;
-  for (const shard::ShardUnit& unit : units) {
-    if (unit.flat->values_allocated()) bytes += unit.flat->layout().padded_numel() * static_cast<int64_t>(sizeof(float));
-  }
-  return bytes;
-}
-
-}  // namespace
-
-std::vector<std::vector<size_t>> gpt2_stage_units(const model::Gpt2LMHeadModel& model,
-                                                  const std::vector<shard::ShardUnit>& units) {
-  auto index = [&](const std::string& name) {
-    for (size_t u = 0; u < units.size(); ++u) {
-      if (units[u].name == name) return u;
-    }
-    throw Error("GPT-2 has no unit " + name + " (a bug of the kit's units)");
-  };
-  std::vector<std::vector<size_t>> stages;
-  stages.push_back({index("embeddings")});
-  for (int64_t i = 0; i < model->config().n_layer; ++i) stages.push_back({index("transformer.h." + std::to_string(i))});
-  stages.push_back({index("head")});
-  if (model->config().tie_word_embeddings) stages.back().push_back(index("embeddings"));
-  return stages;
-}
-
-std::string gpt2_unit_of(const std::string& parameter) {
-  static const std::string blocks = "transformer.h.";
-  if (parameter.rfind(blocks, 0) == 0) return parameter.substr(0, parameter.find('.', blocks.size()));
-  if (parameter.rfind("transformer.wte.", 0) == 0 || parameter.rfind("transformer.wpe.", 0) == 0) return "embeddings";
-  return "head";
-}
-
 RankShare equal_shares(const train::Dataset& all, const dist::Group& group, int64_t global_batch, uint64_t seed) {
   const int world = group.size();
   const int64_t part = all.size() / world;
@@ -372,35 +336,12 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   plan.progress_seconds = o.progress_seconds;
   if (o.profile) plan.profile_dir = o.output_dir;
   add_optimizer(state, o, plan.total_steps);
-  // Sharded: the parameters in one flat buffer, AdamW on this rank's piece (its moments only for
-  // the piece), and the student's strategy moving gradients and pieces (shard/shard_step.h).
-  std::vector<shard::ShardUnit> units;
-  std::unique_ptr<shard::ShardStrategy> strategy;
-  std::unique_ptr<shard::UnitGradientHooks> gradient_meter;
-  shard::ShardContext shard_context;
-  bool stage_hooks_on = true;     // off while an FSDP model is evaluated whole
-  int64_t peak_parameter_bytes = 0;
+  // Sharded (zero): the units, AdamW on this rank's pieces, the student's strategy (lm/zero_step.h).
+  std::unique_ptr<ShardedTrainer> sharded;
   if (ex.sharded) {
-    units = shard::make_units(*state.module, run.world(), run.rank(), gpt2_unit_of);
-    shard_context = {&units, run.group.get(), gpt2_stage_units(state.model, units)};
-    if (o.zero_stage == 3) shard::keep_only_pieces(units, run.rank());  // FSDP: at rest, pieces only
-    gradient_meter = std::make_unique<shard::UnitGradientHooks>(units, nullptr);  // before the student's hooks
-    state.optimizer = shard::make_shard_adamw(units, run.rank(), {o.learning_rate, o.weight_decay});
+    sharded = std::make_unique<ShardedTrainer>(state.model, *run.group, o.zero_stage, ex.sharded->make_strategy);
+    state.optimizer = sharded->make_optimizer({o.learning_rate, o.weight_decay});
     state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, o.warmup_steps, plan.total_steps);
-    strategy = ex.sharded->make_strategy(o.zero_stage, shard_context);
-    if (o.zero_stage == 3) {
-      // The student's gather and free around every stage of the forward, and the kit's measure of
-      // the parameter bytes this rank holds at each (what FSDP divides).
-      state.model->set_stage_hooks(
-          {[&](int64_t stage) {
-             if (!stage_hooks_on) return;
-             strategy->before_stage(stage);
-             peak_parameter_bytes = std::max(peak_parameter_bytes, allocated_parameter_bytes(units));
-           },
-           [&](int64_t stage, const torch::Tensor& output) {
-             if (stage_hooks_on) strategy->after_stage(stage, output);
-           }});
-    }
   }
   const EvalInputs eval{state.model, &tokenizer, ids, &d.validation, &d.test, o.eval_batch_size,
                         TranslateOptions{o.eval_batch_size, o.max_length, o.max_new_tokens}};
@@ -415,19 +356,10 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   }
   state.evaluate = [&] {
     if (stage_trainer) stage_trainer->gather_model();  // each rank trained only its stage
-    // FSDP: evaluated whole (PyTorch's summon_full_params): ranks decode different numbers of
-    // tokens, so gathers inside the forward would not pair up across ranks.
-    const bool whole = ex.sharded && o.zero_stage == 3;
-    if (whole) {
-      shard::gather_units(units, *run.group);
-      stage_hooks_on = false;
-    }
+    if (sharded) sharded->gather_whole();  // FSDP: evaluated whole
     std::vector<Translation> translations;
     const train::EvalResult r = evaluate_translation(eval, run.group.get(), &translations);
-    if (whole) {
-      for (shard::ShardUnit& unit : units) unit.flat->free_values();
-      stage_hooks_on = true;
-    }
+    if (sharded) sharded->release_whole();
     if (run.lead()) print_samples(translations, o.samples);
     return r;
   };
@@ -453,14 +385,14 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     if (run.lead()) print_pipeline(devices, o.micro_batches);
   }
   train::StepFunction step = pipelined ? pipeline_step(*pipelined, pipeline_stats) : train::kit_step(*sync);
-  if (strategy) step = shard::sharded_step(*strategy, shard_context, gradient_meter.get());
+  if (sharded) step = sharded->step();
   if (stage_trainer) {
     step = stage_rank_step(*stage_trainer);
     if (run.lead()) print_stage_grid(*grid);
   }
   if (!o.dump_dir.empty()) {
     if (pipelined) throw Error("--dump_dir is for the exercises with ranks, not with --stages > 1 in one process");
-    if (strategy) throw Error("--dump_dir is not there yet for a sharded run (the zero exercise)");
+    if (sharded) throw Error("--dump_dir is not there yet for a sharded run (the zero exercise)");
     std::vector<int64_t> epoch1 = data::shard_indices(plan.sampler, 0);
     for (int64_t& row : epoch1) row = share.indices.at(static_cast<size_t>(row));
     train::RankDumpPlan dump{o.dump_dir, 1, run.rank(), run.world(), plan.batch_per_rank * readers, std::move(epoch1),
@@ -482,29 +414,10 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     stage_trainer->gather_model();  // rank 0 saves the whole model
     results.set_section("pp", stage_trainer->summary());
   }
-  if (strategy) {
-    // What this rank holds (rank 0's, in its results.json): ZeRO-1 divides the optimiser's state.
-    int64_t parameters = 0, padding = 0, shard_elements = 0, flat_bytes = 0;
-    for (const shard::ShardUnit& unit : units) {
-      parameters += unit.flat->layout().numel;
-      padding += unit.flat->layout().padding();
-      shard_elements += unit.flat->layout().shard_numel();
-      flat_bytes += unit.flat->bytes();
-    }
-    results.set_section("sharding", {{"stage", o.zero_stage},
-                                     {"strategy", ex.sharded->describe(o.zero_stage)},
-                                     {"units", units.size()},
-                                     {"parameters", parameters},
-                                     {"padding", padding},
-                                     {"shard_elements", shard_elements},
-                                     {"optimizer_state_bytes", shard::optimizer_state_bytes(*state.optimizer)},
-                                     {"peak_gradient_bytes", gradient_meter->peak_gradient_bytes()},
-                                     {"peak_parameter_bytes", o.zero_stage == 3 ? peak_parameter_bytes : flat_bytes},
-                                     {"flat_bytes", flat_bytes}});
-  }
-  if (strategy && o.zero_stage == 3 && !o.no_save) {
-    stage_hooks_on = false;
-    shard::gather_units(units, *run.group);  // every rank takes part; rank 0 saves the whole model
+  if (sharded) {
+    // What this rank holds (rank 0's, in its results.json).
+    results.set_section("sharding", sharded->summary(*state.optimizer, ex.sharded->describe(o.zero_stage)));
+    if (!o.no_save) sharded->gather_whole();  // every rank takes part; rank 0 saves the whole model
   }
   if (run.lead()) {
     results.save(results_path);

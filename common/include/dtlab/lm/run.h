@@ -16,7 +16,7 @@
 #include "dtlab/lm/pipeline_step.h"
 #include "dtlab/lm/pp_step.h"
 #include "dtlab/model/gpt2.h"
-#include "dtlab/shard/shard_step.h"
+#include "dtlab/lm/zero_step.h"
 #include "dtlab/train/gradient_sync.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/run.h"
@@ -61,17 +61,9 @@ struct PipelineParts {
 // equal share of the data (lm::equal_shares), lays the parameters in one flat buffer and runs
 // AdamW on this rank's piece only.
 struct ShardedParts {
-  // The strategy of --zero_stage (1, 2), its words for the banner and results.json.
-  std::function<std::unique_ptr<shard::ShardStrategy>(int stage, const shard::ShardContext&)> make_strategy;
-  std::function<std::string(int stage)> describe;
+  MakeShardStrategy make_strategy;                // the strategy of --zero_stage (1, 2, 3)
+  std::function<std::string(int stage)> describe;  // its words for results.json
 };
-
-// GPT-2's units (Note [Shard units]): "embeddings" (wte, wpe), each block "transformer.h.<i>", "head"
-// (ln_f, and lm_head when untied), in forward order.
-std::string gpt2_unit_of(const std::string& parameter);
-// Which of those units each stage of GPT-2's forward reads (shard::ShardContext::stage_units).
-std::vector<std::vector<size_t>> gpt2_stage_units(const model::Gpt2LMHeadModel& model,
-                                                  const std::vector<shard::ShardUnit>& units);
 
 // The kit's data-parallel share: the indices 0..N-1 shuffled once with seed, cut into world equal
 // consecutive parts (what the cuts leave over is read by no rank), part `rank` read in order,
