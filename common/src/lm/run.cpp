@@ -14,12 +14,14 @@
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
 #include "dtlab/dist/broadcast_state.h"
+#include "dtlab/data/sampler.h"
 #include "dtlab/dist/netdev.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/lm/dataset.h"
 #include "dtlab/lm/evaluate.h"
 #include "dtlab/lm/loss.h"
 #include "dtlab/lm/model.h"
+#include "dtlab/lm/zero_step.h"
 #include "dtlab/pipeline/gpt2_layout.h"
 #include "dtlab/pipeline/stage_schedule.h"
 #include "dtlab/pipeline/timeline.h"
@@ -279,6 +281,15 @@ void print_throughput(const nlohmann::json& results, int micro_batches) {
 
 }  // namespace
 
+RankShare equal_shares(const train::Dataset& all, const dist::Group& group, int64_t global_batch, uint64_t seed) {
+  const int world = group.size();
+  const int64_t part = all.size() / world;
+  const std::vector<int64_t> order = data::shuffled_indices(all.size(), seed);
+  std::vector<int64_t> mine(order.begin() + group.rank() * part, order.begin() + (group.rank() + 1) * part);
+  auto view = std::make_shared<train::OrderedExamples>(all, mine);
+  return {std::move(view), std::move(mine), std::max<int64_t>(1, global_batch / world)};
+}
+
 int run_lm(const LmOptions& o, const LmExercise& ex) {
   // Who this process is. Flags are checked before any rank waits for another.
   const bool ranks = ex.data_parallel || ex.stage_ranks;
@@ -325,6 +336,13 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   plan.progress_seconds = o.progress_seconds;
   if (o.profile) plan.profile_dir = o.output_dir;
   add_optimizer(state, o, plan.total_steps);
+  // Sharded (zero): the units, AdamW on this rank's pieces, the student's strategy (lm/zero_step.h).
+  std::unique_ptr<ShardedTrainer> sharded;
+  if (ex.sharded) {
+    sharded = std::make_unique<ShardedTrainer>(state.model, *run.group, o.zero_stage, ex.sharded->make_strategy);
+    state.optimizer = sharded->make_optimizer({o.learning_rate, o.weight_decay});
+    state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, o.warmup_steps, plan.total_steps);
+  }
   const EvalInputs eval{state.model, &tokenizer, ids, &d.validation, &d.test, o.eval_batch_size,
                         TranslateOptions{o.eval_batch_size, o.max_length, o.max_new_tokens}};
   std::unique_ptr<StageRankTrainer> stage_trainer;
@@ -338,8 +356,10 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   }
   state.evaluate = [&] {
     if (stage_trainer) stage_trainer->gather_model();  // each rank trained only its stage
+    if (sharded) sharded->gather_whole();  // FSDP: evaluated whole
     std::vector<Translation> translations;
     const train::EvalResult r = evaluate_translation(eval, run.group.get(), &translations);
+    if (sharded) sharded->release_whole();
     if (run.lead()) print_samples(translations, o.samples);
     return r;
   };
@@ -365,12 +385,14 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     if (run.lead()) print_pipeline(devices, o.micro_batches);
   }
   train::StepFunction step = pipelined ? pipeline_step(*pipelined, pipeline_stats) : train::kit_step(*sync);
+  if (sharded) step = sharded->step();
   if (stage_trainer) {
     step = stage_rank_step(*stage_trainer);
     if (run.lead()) print_stage_grid(*grid);
   }
   if (!o.dump_dir.empty()) {
     if (pipelined) throw Error("--dump_dir is for the exercises with ranks, not with --stages > 1 in one process");
+    if (sharded) throw Error("--dump_dir is not there yet for a sharded run (the zero exercise)");
     std::vector<int64_t> epoch1 = data::shard_indices(plan.sampler, 0);
     for (int64_t& row : epoch1) row = share.indices.at(static_cast<size_t>(row));
     train::RankDumpPlan dump{o.dump_dir, 1, run.rank(), run.world(), plan.batch_per_rank * readers, std::move(epoch1),
@@ -392,6 +414,11 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     stage_trainer->gather_model();  // rank 0 saves the whole model
     results.set_section("pp", stage_trainer->summary());
   }
+  if (sharded) {
+    // What this rank holds (rank 0's, in its results.json).
+    results.set_section("sharding", sharded->summary(*state.optimizer, ex.sharded->describe(o.zero_stage)));
+    if (!o.no_save) sharded->gather_whole();  // every rank takes part; rank 0 saves the whole model
+  }
   if (run.lead()) {
     results.save(results_path);
     print_throughput(results.to_json(), o.micro_batches);
@@ -409,6 +436,12 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
     add_lm_flags(app, options, exercise.data_parallel.has_value() || exercise.stage_ranks.has_value());
     if (exercise.pipeline) add_pipeline_flags(app, options);
     if (exercise.stage_ranks) add_stage_rank_flags(app, options);
+    if (exercise.sharded) {
+      app.add_option("--zero_stage", options.zero_stage,
+                     "What is sharded: 1 the optimiser's state (ZeRO-1), 2 and the gradients (ZeRO-2), 3 and the "
+                     "parameters (FSDP)")
+          ->check(CLI::IsMember({1, 2, 3}));
+    }
     if (auto stop = parse_flags(app, argc, argv)) return *stop;
     if (exercise.pipeline && !options.probe.empty()) return exercise.pipeline->probe(options);
     if (exercise.stage_ranks && !options.probe.empty()) return exercise.stage_ranks->probe(options);

@@ -270,7 +270,15 @@ Gpt2Output Gpt2LMHeadModelImpl::forward(const torch::Tensor& input_ids,
                                         const torch::Tensor& position_ids, Gpt2KVCache* cache) {
   if (cache && cache->layers.empty()) cache->layers.resize(static_cast<size_t>(config_.n_layer));
   const int64_t past = cache ? cache->length() : 0;
+  auto before = [&](int64_t stage) {
+    if (stage_hooks_.before) stage_hooks_.before(stage);
+  };
+  auto after = [&](int64_t stage, const torch::Tensor& output) {
+    if (stage_hooks_.after) stage_hooks_.after(stage, output);
+  };
+  before(0);
   torch::Tensor hidden = transformer->embed(input_ids, position_ids, past);
+  after(0, hidden);
   torch::Tensor additive = attention_mask.defined()
                                ? additive_attention_mask(attention_mask, hidden.scalar_type())
                                : torch::Tensor();
@@ -281,11 +289,15 @@ Gpt2Output Gpt2LMHeadModelImpl::forward(const torch::Tensor& input_ids,
     const torch::Device device = transformer->block(i)->ln_1->weight.device();
     hidden = hidden.to(device);
     if (additive.defined()) additive = additive.to(device);
+    before(i + 1);
     hidden = transformer->block(i)->forward(hidden, additive,
                                             cache ? &cache->layers[static_cast<size_t>(i)] : nullptr);
+    after(i + 1, hidden);
   }
   Gpt2Output out;
+  before(num_stages() - 1);
   out.logits = head(hidden.to(transformer->ln_f->weight.device()));
+  after(num_stages() - 1, out.logits);
   if (labels.defined()) out.loss = lm_loss(out.logits, labels.to(out.logits.device()));
   return out;
 }

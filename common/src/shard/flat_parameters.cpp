@@ -30,22 +30,34 @@ std::vector<SegmentPiece> pieces_in(const std::vector<FlatSegment>& segments, in
   return pieces;
 }
 
-FlatParameters::FlatParameters(torch::nn::Module& module, int world) {
+namespace {
+
+// The parameters of a module a flat buffer holds: those that require a gradient, a tied one once.
+std::vector<std::pair<std::string, torch::Tensor>> trainable(const torch::nn::Module& module) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) named.emplace_back(item.key(), item.value());
+  return named;
+}
+
+}  // namespace
+
+FlatParameters::FlatParameters(torch::nn::Module& module, int world) : FlatParameters(trainable(module), world) {}
+
+FlatParameters::FlatParameters(const std::vector<std::pair<std::string, torch::Tensor>>& named, int world) {
   std::unordered_set<const void*> seen;  // a tied parameter (GPT-2's wte and lm_head) once
   int64_t numel = 0;
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    const torch::Tensor& p = item.value();
+  for (const auto& [name, p] : named) {
     if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
     if (p.scalar_type() != torch::kFloat) {
-      throw Error(fmt::format("flat parameters: {} is {}, and the flat buffer holds float32 only", item.key(),
+      throw Error(fmt::format("flat parameters: {} is {}, and the flat buffer holds float32 only", name,
                               std::string(c10::toString(p.scalar_type()))));
     }
     if (!parameters_.empty() && p.device() != parameters_.front().device()) {
       throw Error(fmt::format("flat parameters: {} is on {} and {} on {}: one buffer lies on one device",
-                              item.key(), p.device().str(), segments_.front().name,
+                              name, p.device().str(), segments_.front().name,
                               parameters_.front().device().str()));
     }
-    segments_.push_back({item.key(), numel, p.numel(), p.sizes().vec(), train::exempt_from_weight_decay(p)});
+    segments_.push_back({name, numel, p.numel(), p.sizes().vec(), train::exempt_from_weight_decay(p)});
     parameters_.push_back(p);
     numel += p.numel();
   }
@@ -95,11 +107,28 @@ void FlatParameters::flatten_gradients() {
   }
 }
 
+void FlatParameters::free_values() {
+  c10::StorageImpl* storage = values_.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, values_.device()));
+  storage->set_nbytes(0);
+}
+
+void FlatParameters::allocate_values() {
+  if (values_allocated()) return;
+  const size_t bytes = static_cast<size_t>(layout_.padded_numel()) * sizeof(float);
+  c10::StorageImpl* storage = values_.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
+bool FlatParameters::values_allocated() const {
+  return values_.storage().nbytes() >= static_cast<size_t>(layout_.padded_numel()) * sizeof(float);
+}
+
 int64_t FlatParameters::bytes() const {
   int64_t total = 0;
-  for (const torch::Tensor* t : {&values_, &gradients_}) {
-    if (t->defined()) total += t->numel() * static_cast<int64_t>(t->element_size());
-  }
+  if (values_allocated()) total += values_.numel() * static_cast<int64_t>(values_.element_size());
+  if (gradients_.defined()) total += gradients_.numel() * static_cast<int64_t>(gradients_.element_size());
   return total;
 }
 

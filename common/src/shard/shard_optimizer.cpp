@@ -9,25 +9,32 @@
 
 namespace dtlab::shard {
 
-std::unique_ptr<torch::optim::AdamW> make_shard_adamw(FlatParameters& flat, int rank, torch::Tensor shard_gradients,
-                                                      const train::OptimizerOptions& o) {
-  if (!(o.learning_rate > 0)) throw Error("--learning_rate must be positive");
-  if (o.weight_decay < 0) throw Error("--weight_decay must not be negative");
+namespace {
+
+// The views of rank's piece of one flat buffer (`values`: the piece itself), into the decayed and the
+// exempt group.
+void add_piece(FlatParameters& flat, int rank, const torch::Tensor& values, const torch::Tensor& shard_gradients,
+               std::vector<torch::Tensor>& decay, std::vector<torch::Tensor>& no_decay) {
   const ShardLayout& layout = flat.layout();
   if (!shard_gradients.defined() || shard_gradients.dim() != 1 || shard_gradients.numel() != layout.shard_numel() ||
       shard_gradients.scalar_type() != torch::kFloat) {
     throw Error(fmt::format("the shard's gradients must be a float buffer of {} elements (one piece of {})",
                             layout.shard_numel(), layout.padded_numel()));
   }
-  const torch::Tensor values = flat.shard(flat.values(), rank);
   const int64_t begin = layout.begin(rank);
-  std::vector<torch::Tensor> decay, no_decay;
   for (const SegmentPiece& piece : pieces_in(flat.segments(), begin, layout.end(rank))) {
     torch::Tensor part = values.narrow(0, piece.offset - begin, piece.count);
     // Not a leaf of any graph: its gradient is the caller's buffer, set once.
     part.mutable_grad() = shard_gradients.narrow(0, piece.offset - begin, piece.count);
     (piece.segment->exempt_from_weight_decay ? no_decay : decay).push_back(part);
   }
+}
+
+std::unique_ptr<torch::optim::AdamW> adamw_of(const std::vector<torch::Tensor>& decay,
+                                              const std::vector<torch::Tensor>& no_decay,
+                                              const train::OptimizerOptions& o) {
+  if (!(o.learning_rate > 0)) throw Error("--learning_rate must be positive");
+  if (o.weight_decay < 0) throw Error("--weight_decay must not be negative");
   auto options = [&](double weight_decay) {
     return std::make_unique<torch::optim::AdamWOptions>(
         torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon).weight_decay(weight_decay));
@@ -36,6 +43,22 @@ std::unique_ptr<torch::optim::AdamW> make_shard_adamw(FlatParameters& flat, int 
   groups.emplace_back(decay, options(o.weight_decay));
   groups.emplace_back(no_decay, options(0.0));
   return std::make_unique<train::AdamW>(groups, torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon));
+}
+
+}  // namespace
+
+std::unique_ptr<torch::optim::AdamW> make_shard_adamw(FlatParameters& flat, int rank, torch::Tensor shard_gradients,
+                                                      const train::OptimizerOptions& o) {
+  std::vector<torch::Tensor> decay, no_decay;
+  add_piece(flat, rank, flat.shard(flat.values(), rank), shard_gradients, decay, no_decay);
+  return adamw_of(decay, no_decay, o);
+}
+
+std::unique_ptr<torch::optim::AdamW> make_shard_adamw(std::vector<ShardUnit>& units, int rank,
+                                                      const train::OptimizerOptions& o) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (ShardUnit& unit : units) add_piece(*unit.flat, rank, unit.shard_values, unit.shard_gradients, decay, no_decay);
+  return adamw_of(decay, no_decay, o);
 }
 
 int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {

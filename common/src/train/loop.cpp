@@ -64,9 +64,14 @@ std::string non_finite_loss(const std::vector<int>& ranks, const std::vector<dou
 
 // "NAME holds nan (first at [i, j])" for the first parameter, in named_parameters order, with
 // an element that is NaN or infinite; "" when every one is finite. One pass over the weights.
+// A parameter this rank holds no memory for (FSDP's units at rest, shard/flat_parameters.h) is
+// not read.
 std::string first_non_finite_parameter(const torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
   for (const auto& item : module.named_parameters()) {
+    const torch::Tensor& p = item.value();
+    const auto needed = static_cast<size_t>((p.storage_offset() + p.numel()) * static_cast<int64_t>(p.element_size()));
+    if (!p.has_storage() || p.storage().nbytes() < needed) continue;
     const torch::Tensor flat = item.value().detach().flatten();
     const torch::Tensor bad = torch::logical_not(torch::isfinite(flat));
     if (!bad.any().item<bool>()) continue;

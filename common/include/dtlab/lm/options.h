@@ -67,6 +67,8 @@ struct LmOptions {
   // world made of pipelines of --stages ranks): "gpipe" or "1f1b".
   std::string schedule = "1f1b";
   int stage_sleep_ms = 0;  // grading aid: each stage action also sleeps (pipeline/stage_step.h)
+  // The zero exercise: what is sharded. 1: the optimiser's state; 2: and the gradients.
+  int zero_stage = 1;
 };
 
 // Adds the flags to app; distributed adds the launch flags (--master_ip ...) and

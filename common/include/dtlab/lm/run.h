@@ -16,6 +16,7 @@
 #include "dtlab/lm/pipeline_step.h"
 #include "dtlab/lm/pp_step.h"
 #include "dtlab/model/gpt2.h"
+#include "dtlab/lm/zero_step.h"
 #include "dtlab/train/gradient_sync.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/run.h"
@@ -55,12 +56,28 @@ struct PipelineParts {
   std::function<int(const LmOptions&)> probe;
 };
 
+// What a sharded exercise (zero) brings: the strategy that moves the gradients to their pieces
+// and the pieces back into the model (shard/shard_step.h). The kit joins the ranks, gives each an
+// equal share of the data (lm::equal_shares), lays the parameters in one flat buffer and runs
+// AdamW on this rank's piece only.
+struct ShardedParts {
+  MakeShardStrategy make_strategy;                // the strategy of --zero_stage (1, 2, 3)
+  std::function<std::string(int stage)> describe;  // its words for results.json
+};
+
+// The kit's data-parallel share: the indices 0..N-1 shuffled once with seed, cut into world equal
+// consecutive parts (what the cuts leave over is read by no rank), part `rank` read in order,
+// global_batch / world examples a step. dp's reference partition gives the same.
+RankShare equal_shares(const train::Dataset& all, const dist::Group& group, int64_t global_batch, uint64_t seed);
+
 struct LmExercise {
   std::string name = "gpt2";                       // printed and in results.json
   std::optional<DataParallelParts> data_parallel;  // set: the run has ranks (and launch flags)
   std::optional<PipelineParts> pipeline;           // set: --stages, --micro_batches, --balance, --probe
   // set: the stages are ranks (pp): launch flags, --stages, --micro_batches, --balance, --schedule
   std::optional<StageRankParts> stage_ranks;
+  // set: sharded data parallel (zero); data_parallel is set too (the kit's setup and shares)
+  std::optional<ShardedParts> sharded;
 };
 
 // Trains and evaluates: tokenizer, data and model from the flags, AdamW with a linear schedule,

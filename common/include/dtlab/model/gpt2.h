@@ -24,6 +24,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -156,11 +157,22 @@ class Gpt2LMHeadModelImpl : public torch::nn::Module {
 
   const Gpt2Config& config() const { return config_; }
 
+  // Note [Stage hooks]: called by forward() around each of its stages (Note [Stages]), in order:
+  // before(stage) before the stage reads its parameters, after(stage, output) once it has
+  // computed. FSDP (the zero exercise) gathers a unit's parameters there and frees them after;
+  // unset (the default) costs nothing. forward_stage does not call them.
+  struct StageHooks {
+    std::function<void(int64_t stage)> before;
+    std::function<void(int64_t stage, const torch::Tensor& output)> after;
+  };
+  void set_stage_hooks(StageHooks hooks) { stage_hooks_ = std::move(hooks); }
+
   Gpt2Model transformer{nullptr};
   torch::nn::Linear lm_head{nullptr};  // only when !tie_word_embeddings ("lm_head.weight")
 
  private:
   Gpt2Config config_;
+  StageHooks stage_hooks_;
 };
 TORCH_MODULE(Gpt2LMHeadModel);
 

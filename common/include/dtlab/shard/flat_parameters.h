@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtlab::shard {
@@ -64,6 +65,8 @@ class FlatParameters {
   // save, load) is unchanged. Every parameter must be a float tensor on one device (the error
   // names the first that is not).
   FlatParameters(torch::nn::Module& module, int world);
+  // The same for a list of named parameters (a unit of the model, shard/units.h).
+  FlatParameters(const std::vector<std::pair<std::string, torch::Tensor>>& named, int world);
 
   const ShardLayout& layout() const { return layout_; }
   const std::vector<FlatSegment>& segments() const { return segments_; }
@@ -83,6 +86,16 @@ class FlatParameters {
   // none after each update, and autograd then makes new ones.
   void flatten_gradients();
   void release_gradients() { gradients_ = torch::Tensor(); }
+
+  // FSDP (ZeRO-3): the parameters' memory given back and taken again. free_values() leaves
+  // values() (and so every parameter, a view of it) without memory: its storage has 0 bytes, as
+  // PyTorch FSDP's storage resize_(0), and a parameter read then is an error of the strategy;
+  // allocate_values() gives it padded_numel floats again, uninitialised, in the same storage, so
+  // the parameters and every tensor autograd saved of them see what is written there next (the
+  // all-gather before backward).
+  void free_values();
+  void allocate_values();
+  bool values_allocated() const;
 
   // The bytes this object holds: the flat values, and the flat gradients while they exist.
   int64_t bytes() const;

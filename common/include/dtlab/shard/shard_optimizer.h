@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "dtlab/shard/flat_parameters.h"
+#include "dtlab/shard/units.h"
 #include "dtlab/train/optimizer.h"
 
 namespace dtlab::shard {
@@ -25,6 +26,10 @@ namespace dtlab::shard {
 // caller's buffer. The padding is no parameter's part and takes no update.
 std::unique_ptr<torch::optim::AdamW> make_shard_adamw(FlatParameters& flat, int rank,
                                                       torch::Tensor shard_gradients,
+                                                      const train::OptimizerOptions& options);
+// The same over rank's piece of every unit (Note [Shard units]): each unit's shard_values, its
+// gradient in the unit's shard_gradients.
+std::unique_ptr<torch::optim::AdamW> make_shard_adamw(std::vector<ShardUnit>& units, int rank,
                                                       const train::OptimizerOptions& options);
 
 // The bytes an AdamW's state holds (both moments of every tensor, and amsgrad's maximum): what ZeRO-1

@@ -1,0 +1,71 @@
+// GPT-2 trained sharded (the zero exercise, dtlab/tasks/zero.h), as pp_step.h's StageRankTrainer
+// is for stages as ranks: the model cut into units (Note [Shard units]: embeddings, each block,
+// head), AdamW on this rank's pieces, the student's strategy wired to the sharded step and, for
+// FSDP, to the model's stage hooks (Note [Stage hooks]), and the kit's measures of what a rank
+// holds. run_lm makes one when LmExercise::sharded is set; tests make one on thread ranks.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <torch/optim/adamw.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtlab/dist/group.h"
+#include "dtlab/model/gpt2.h"
+#include "dtlab/shard/shard_step.h"
+#include "dtlab/shard/unit_hooks.h"
+#include "dtlab/shard/units.h"
+#include "dtlab/train/loop.h"
+#include "dtlab/train/optimizer.h"
+
+namespace dtlab::lm {
+
+// GPT-2's units: "embeddings" (wte, wpe), each block "transformer.h.<i>", "head" (ln_f, and
+// lm_head when untied), in forward order.
+std::string gpt2_unit_of(const std::string& parameter);
+// Which of those units each stage of GPT-2's forward reads (shard::ShardContext::stage_units).
+std::vector<std::vector<size_t>> gpt2_stage_units(const model::Gpt2LMHeadModel& model,
+                                                  const std::vector<shard::ShardUnit>& units);
+
+// The strategy of a ZeRO stage (1, 2 or 3) for a context: the exercise's (zero_main.cpp).
+using MakeShardStrategy = std::function<std::unique_ptr<shard::ShardStrategy>(int stage, const shard::ShardContext&)>;
+
+class ShardedTrainer {
+ public:
+  // After every rank holds the same weights (broadcast). Stage 3 keeps only this rank's pieces.
+  ShardedTrainer(model::Gpt2LMHeadModel model, dist::Group& group, int stage, const MakeShardStrategy& make);
+  ~ShardedTrainer();
+  ShardedTrainer(const ShardedTrainer&) = delete;
+  ShardedTrainer& operator=(const ShardedTrainer&) = delete;
+
+  // AdamW over this rank's pieces (shard/shard_optimizer.h).
+  std::unique_ptr<torch::optim::AdamW> make_optimizer(const train::OptimizerOptions& options);
+  train::StepFunction step();
+
+  // FSDP: the whole model on every rank, for evaluation and saving (PyTorch's summon_full_params:
+  // ranks decode different numbers of tokens, so gathers inside the forward would not pair up),
+  // and back to pieces. A collective: every rank calls it. Nothing to do at stages 1 and 2.
+  void gather_whole();
+  void release_whole();
+
+  // results.json's "sharding": the stage, parameters, padding, this rank's elements, the
+  // optimiser's state bytes, the most gradient and parameter bytes held at once.
+  nlohmann::json summary(const torch::optim::Optimizer& optimizer, const std::string& strategy) const;
+
+ private:
+  model::Gpt2LMHeadModel model_;
+  dist::Group& group_;
+  int stage_;
+  std::vector<shard::ShardUnit> units_;
+  shard::ShardContext context_;
+  std::unique_ptr<shard::UnitGradientHooks> meter_;  // the kit's, before the student's hooks
+  std::unique_ptr<shard::ShardStrategy> strategy_;
+  bool stage_hooks_on_ = true;
+  int64_t peak_parameter_bytes_ = 0;
+};
+
+}  // namespace dtlab::lm

@@ -1,0 +1,108 @@
+// GPT-2 trained sharded, see lm/zero_step.h.
+#include "dtlab/lm/zero_step.h"
+
+#include <algorithm>
+
+#include "dtlab/core/error.h"
+#include "dtlab/shard/shard_optimizer.h"
+
+namespace dtlab::lm {
+namespace {
+
+// The bytes of the units whose whole values this rank holds now.
+int64_t held_parameter_bytes(const std::vector<shard::ShardUnit>& units) {
+  int64_t bytes = 0;
+  for (const shard::ShardUnit& unit : units) {
+    if (unit.flat->values_allocated()) bytes += unit.flat->layout().padded_numel() * static_cast<int64_t>(sizeof(float));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string gpt2_unit_of(const std::string& parameter) {
+  static const std::string blocks = "transformer.h.";
+  if (parameter.rfind(blocks, 0) == 0) return parameter.substr(0, parameter.find('.', blocks.size()));
+  if (parameter.rfind("transformer.wte.", 0) == 0 || parameter.rfind("transformer.wpe.", 0) == 0) return "embeddings";
+  return "head";
+}
+
+std::vector<std::vector<size_t>> gpt2_stage_units(const model::Gpt2LMHeadModel& model,
+                                                  const std::vector<shard::ShardUnit>& units) {
+  auto index = [&](const std::string& name) {
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (units[u].name == name) return u;
+    }
+    throw Error("GPT-2 has no unit " + name + " (a bug of the kit's units)");
+  };
+  std::vector<std::vector<size_t>> stages;
+  stages.push_back({index("embeddings")});
+  for (int64_t i = 0; i < model->config().n_layer; ++i) stages.push_back({index("transformer.h." + std::to_string(i))});
+  stages.push_back({index("head")});
+  if (model->config().tie_word_embeddings) stages.back().push_back(index("embeddings"));
+  return stages;
+}
+
+ShardedTrainer::ShardedTrainer(model::Gpt2LMHeadModel model, dist::Group& group, int stage,
+                               const MakeShardStrategy& make)
+    : model_(std::move(model)), group_(group), stage_(stage) {
+  if (stage < 1 || stage > 3) throw Error("--zero_stage " + std::to_string(stage) + ": the stages are 1, 2 and 3");
+  units_ = shard::make_units(*model_, group.size(), group.rank(), gpt2_unit_of);
+  context_ = {&units_, &group, gpt2_stage_units(model_, units_)};
+  if (stage == 3) shard::keep_only_pieces(units_, group.rank());  // FSDP: at rest, pieces only
+  meter_ = std::make_unique<shard::UnitGradientHooks>(units_, nullptr);
+  strategy_ = make(stage, context_);
+  if (stage == 3) {
+    // The student's gather and free around every stage of the forward, and the kit's measure of
+    // the parameter bytes this rank holds at each (what FSDP divides).
+    model_->set_stage_hooks({[this](int64_t s) {
+                               if (!stage_hooks_on_) return;
+                               strategy_->before_stage(s);
+                               peak_parameter_bytes_ = std::max(peak_parameter_bytes_, held_parameter_bytes(units_));
+                             },
+                             [this](int64_t s, const torch::Tensor& output) {
+                               if (stage_hooks_on_) strategy_->after_stage(s, output);
+                             }});
+  }
+}
+
+ShardedTrainer::~ShardedTrainer() { model_->set_stage_hooks({}); }
+
+std::unique_ptr<torch::optim::AdamW> ShardedTrainer::make_optimizer(const train::OptimizerOptions& options) {
+  return shard::make_shard_adamw(units_, group_.rank(), options);
+}
+
+train::StepFunction ShardedTrainer::step() { return shard::sharded_step(*strategy_, context_, meter_.get()); }
+
+void ShardedTrainer::gather_whole() {
+  if (stage_ != 3) return;
+  shard::gather_units(units_, group_);
+  stage_hooks_on_ = false;
+}
+
+void ShardedTrainer::release_whole() {
+  if (stage_ != 3) return;
+  for (shard::ShardUnit& unit : units_) unit.flat->free_values();
+  stage_hooks_on_ = true;
+}
+
+nlohmann::json ShardedTrainer::summary(const torch::optim::Optimizer& optimizer, const std::string& strategy) const {
+  int64_t parameters = 0, padding = 0, elements = 0, whole_bytes = 0;
+  for (const shard::ShardUnit& unit : units_) {
+    parameters += unit.flat->layout().numel;
+    padding += unit.flat->layout().padding();
+    elements += unit.flat->layout().shard_numel();
+    whole_bytes += unit.flat->layout().padded_numel() * static_cast<int64_t>(sizeof(float));
+  }
+  return {{"stage", stage_},
+          {"strategy", strategy},
+          {"units", units_.size()},
+          {"parameters", parameters},
+          {"padding", padding},
+          {"shard_elements", elements},
+          {"optimizer_state_bytes", shard::optimizer_state_bytes(optimizer)},
+          {"peak_gradient_bytes", meter_->peak_gradient_bytes()},
+          {"peak_parameter_bytes", stage_ == 3 ? peak_parameter_bytes_ : whole_bytes}};
+}
+
+}  // namespace dtlab::lm

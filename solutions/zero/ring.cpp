@@ -1,0 +1,75 @@
+// zero, part 1: reduce-scatter and all-gather as rings over send/recv (dtlab/tasks/zero.h).
+#include <fmt/format.h>
+
+#include "dtlab/core/error.h"
+#include "dtlab/tasks/zero.h"
+
+namespace dtlab::zero {
+namespace {
+
+// Piece k of flat, k taken modulo the world (the ring wraps).
+[[maybe_unused]] torch::Tensor piece(torch::Tensor& flat, int k, int world) {
+  const int64_t size = flat.numel() / world;
+  return flat.narrow(0, ((k % world) + world) % world * size, size);
+}
+
+void check_divides(const torch::Tensor& flat, const dist::Group& group, const char* what) {
+  if (flat.dim() != 1 || flat.numel() % group.size() != 0) {
+    throw Error(fmt::format("{}: a flat buffer of {} elements does not cut into {} equal pieces (pad it: "
+                            "shard/flat_parameters.h)", what, flat.numel(), group.size()));
+  }
+}
+
+// One step of a ring: send `out` to the next rank and receive into `in` from the previous one.
+// Both are posted before either is waited for: a rank that waited for its send before posting
+// its receive would wait for ever on a backend whose send completes only when the peer receives.
+// With two ranks the next and the previous are one peer, and NCCL runs a pair's operations on one
+// stream in the order posted: the lower rank sends first, the other receives first, so that each
+// send meets a receive (both sending first deadlocks above NCCL's buffer).
+[[maybe_unused]] void exchange(const torch::Tensor& out, torch::Tensor& in, dist::Group& group,
+                                const std::string& tag) {
+  const int world = group.size(), rank = group.rank();
+  const int next = (rank + 1) % world, previous = (rank - 1 + world) % world;
+  dist::PendingWork send, recv;
+  if (next == previous && rank > next) {
+    recv = group.recv_async(in, previous, tag);
+    send = group.send_async(out, next, tag);
+  } else {
+    send = group.send_async(out, next, tag);
+    recv = group.recv_async(in, previous, tag);
+  }
+  recv.wait();
+  send.wait();
+}
+
+}  // namespace
+
+void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
+  check_divides(flat, group, "ring_reduce_scatter");
+  if (group.size() == 1) return;
+  // BEGIN TODO(ring_reduce_scatter): N-1 steps; at step s send piece rank-s-1 to the next rank, receive piece rank-s-2 from the previous one and add it to yours. After the last step piece `rank` is the sum over every rank.
+  const int world = group.size(), rank = group.rank();
+  torch::Tensor incoming = torch::empty_like(piece(flat, 0, world));
+  for (int s = 0; s < world - 1; ++s) {
+    // Piece rank-s-1 holds the sum of s+1 ranks' copies (this one's and the s before it on the
+    // ring): passed on, the next rank adds its own. At the last step (s = N-2) the piece received,
+    // rank-N = rank, has been through every other rank.
+    exchange(piece(flat, rank - s - 1, world), incoming, group, tag);
+    piece(flat, rank - s - 2, world).add_(incoming);
+  }
+  // END TODO
+}
+
+void ring_all_gather(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
+  check_divides(flat, group, "ring_all_gather");
+  if (group.size() == 1) return;
+  // BEGIN TODO(ring_all_gather): N-1 steps; at step s send piece rank-s (yours first, then the one received at the step before) to the next rank and receive piece rank-s-1 from the previous one into its place.
+  const int world = group.size(), rank = group.rank();
+  for (int s = 0; s < world - 1; ++s) {
+    torch::Tensor into = piece(flat, rank - s - 1, world);
+    exchange(piece(flat, rank - s, world), into, group, tag);
+  }
+  // END TODO
+}
+
+}  // namespace dtlab::zero

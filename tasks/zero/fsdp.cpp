@@ -1,0 +1,83 @@
+// Your file: replace every `throw dtlab::NotImplemented(...)` below with your code.
+// (Generated from the reference solution by dtlab-skeletons; the handout explains each TODO.)
+// zero, part 4: FSDP (ZeRO-3), the parameters sharded at rest (dtlab/tasks/zero.h).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dtlab/core/error.h"
+#include "dtlab/shard/unit_hooks.h"
+#include "dtlab/tasks/zero.h"
+
+namespace dtlab::zero {
+namespace {
+
+class Fsdp final : public shard::ShardStrategy {
+ public:
+  explicit Fsdp(const shard::ShardContext& context)
+      : c_(context),
+        hooks_(*context.units, [this](shard::ShardUnit& unit) { unit_ready(unit); }),
+        gathered_(context.units->size(), false),
+        last_stage_(context.units->size(), -1) {
+    // The last stage of the forward that reads each unit: freed after it (the tied embeddings
+    // stay until the head has used them).
+    for (size_t s = 0; s < c_.stage_units.size(); ++s) {
+      for (size_t u : c_.stage_units[s]) last_stage_[u] = static_cast<int64_t>(s);
+    }
+  }
+
+  void before_stage(int64_t stage) override {
+    // TODO(fsdp_forward): gather every unit this stage reads (unless it is gathered already).
+    throw dtlab::NotImplemented("TODO(fsdp_forward): gather every unit this stage reads (unless it is gathered already).");
+  }
+
+  void after_stage(int64_t stage, const torch::Tensor& output) override {
+    // TODO(fsdp_after_forward): free the units no later stage of the forward reads; and when the output takes part in backward, hang a hook on it that gathers this stage's units again before the stage's backward runs.
+    throw dtlab::NotImplemented("TODO(fsdp_after_forward): free the units no later stage of the forward reads; and when the output takes part in backward, hang a hook on it that gathers this stage's units again before the stage's backward runs.");
+  }
+
+  void before_backward() override { hooks_.arm(); }
+
+  // Called by the kit's hooks, during backward, once every parameter of `unit` has its gradient.
+  void unit_ready(shard::ShardUnit& unit) {
+    // TODO(fsdp_backward): as ZeRO-2, reduce-scatter the unit's gradient into its shard gradients (averaged) and free it; then free the unit's parameters too.
+    throw dtlab::NotImplemented("TODO(fsdp_backward): as ZeRO-2, reduce-scatter the unit's gradient into its shard gradients (averaged) and free it; then free the unit's parameters too.");
+  }
+
+  void after_backward() override {
+    const std::vector<std::string> missing = hooks_.not_ready();
+    if (!missing.empty()) {
+      throw Error(fmt::format("rank {}: backward gave no gradient to every parameter of {}: their pieces were never "
+                              "reduced", c_.group->rank(), fmt::join(missing, ", ")));
+    }
+  }
+
+  // The optimiser updated each unit's shard_values, the only copy at rest: nothing to gather.
+  void after_update() override {}
+
+ private:
+  // The unit whole on this rank: its memory back, this rank's piece in place, the others' pieces
+  // gathered around the ring.
+  void gather(size_t u) {
+    if (gathered_[u]) return;
+    // TODO(fsdp_gather): allocate the unit's values, copy this rank's piece (shard_values) into its place, and all-gather with your ring.
+    throw dtlab::NotImplemented("TODO(fsdp_gather): allocate the unit's values, copy this rank's piece (shard_values) into its place, and all-gather with your ring.");
+    gathered_[u] = true;
+  }
+
+  void release(size_t u) {
+    if (!gathered_[u]) return;
+    (*c_.units)[u].flat->free_values();
+    gathered_[u] = false;
+  }
+
+  shard::ShardContext c_;
+  shard::UnitGradientHooks hooks_;
+  std::vector<bool> gathered_;
+  std::vector<int64_t> last_stage_;
+};
+
+}  // namespace
+
+std::unique_ptr<shard::ShardStrategy> make_fsdp(const shard::ShardContext& context) { return std::make_unique<Fsdp>(context); }
+
+}  // namespace dtlab::zero
