@@ -175,7 +175,7 @@ void train_and_compare(int world, const dtlab::shard::UnitOf& unit_of, size_t un
     ASSERT_EQ(units.size(), units_expected);
     dtlab::shard::FlatParameters& flat = *units[0].flat;
     dtlab::train::TrainState state = state_for(model, dtlab::shard::make_shard_adamw(units, group.rank(), kOptions));
-    const dtlab::shard::ShardContext context{&units, &group};
+    const dtlab::shard::ShardContext context{&units, &group, {}};
     dtlab::shard::UnitGradientHooks meter(units, nullptr);  // before the strategy's hooks, as the kit's driver
     Recording strategy(make(context), units[0].shard_gradients);
     const int64_t rows = kGlobalBatch / world;
