@@ -64,23 +64,6 @@ struct Follower {
 
 }  // namespace
 
-std::optional<RankBeat> parse_beat(const std::string& text) {
-  RankBeat b;
-  size_t at = 0;
-  for (int64_t* field : {&b.count, &b.unix_ms, &b.step, &b.in_flight, &b.operation_unix_ms}) {
-    const size_t end = text.find('\n', at);
-    if (end == std::string::npos) return std::nullopt;
-    try {
-      *field = std::stoll(text.substr(at, end - at));
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-    at = end + 1;
-  }
-  b.operation = text.substr(at);
-  return b;
-}
-
 std::optional<RankBeat> read_beat_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;

@@ -3,12 +3,14 @@
 // checks and `grader run` both start ranks this way, so nothing a student writes can hang them.
 #pragma once
 
-#include <filesystem>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "dtlab/dist/beat.h"
 
 namespace dtlab::grader {
 
@@ -60,16 +62,9 @@ struct LaunchResult {
   bool all_ok() const;
 };
 
-// A rank's heartbeat as the kit writes it to --beat_file (dist/detail/heartbeat.h, Note [Who
-// stopped]): six lines, "count\nunix_ms\nstep\nin_flight\noperation_unix_ms\noperation": how many
-// beats so far, the wall-clock time of this one (ms since the epoch), the training step (0 before
-// step 1), how many of the rank's operations are started and not yet waited for, when the last one
-// started, and its name ("all_reduce #41 (gradients)"; "the rendezvous" before any).
-struct RankBeat {
-  int64_t count = 0, unix_ms = 0, step = 0, in_flight = 0, operation_unix_ms = 0;
-  std::string operation;
-};
-std::optional<RankBeat> parse_beat(const std::string& text);
+// A rank's heartbeat as the kit writes it to --beat_file (dtlab/dist/beat.h).
+using RankBeat = dist::Beat;
+inline std::optional<RankBeat> parse_beat(const std::string& text) { return dist::decode_beat(text); }
 std::optional<RankBeat> read_beat_file(const std::filesystem::path& path);
 
 // The argv of rank r (local, or wrapped in ssh for hosts[r]).

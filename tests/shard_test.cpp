@@ -3,9 +3,6 @@
 // which must give every element exactly what one process's AdamW gives it.
 #include <gtest/gtest.h>
 
-#include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/normalization.h>
 
 #include <memory>
 #include <string>
@@ -15,23 +12,14 @@
 #include "dtlab/shard/flat_parameters.h"
 #include "dtlab/shard/shard_optimizer.h"
 #include "dtlab/train/optimizer.h"
+#include "tiny_model.h"
 
 namespace shard_test {
 
 using dtlab::shard::FlatParameters;
 
-// A model of 7*5 + 5 (decayed weight, exempt bias) + 5 + 5 (layer norm, exempt) + 5*3 (decayed, no
-// bias) = 65 parameters: 3 does not divide it, so a world of 3 has a padding of 1.
-struct Tiny : torch::nn::Module {
-  Tiny() {
-    fc = register_module("fc", torch::nn::Linear(7, 5));
-    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({5})));
-    out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(5, 3).bias(false)));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return out(norm(fc(x))); }
-  torch::nn::Linear fc{nullptr}, out{nullptr};
-  torch::nn::LayerNorm norm{nullptr};
-};
+// 65 parameters, which 2 and 3 do not divide (tiny_model.h).
+using Tiny = dtlab::test::TinyModel;
 
 std::shared_ptr<Tiny> tiny(int seed) {
   torch::manual_seed(seed);

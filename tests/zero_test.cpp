@@ -5,8 +5,6 @@
 // parameter count that 3 does not divide.
 #include <gtest/gtest.h>
 
-#include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/normalization.h>
 
 #include <functional>
 #include <memory>
@@ -15,15 +13,16 @@
 #include <vector>
 
 #include "dist_test_util.h"
+#include "dtlab/lm/zero_step.h"
+#include "dtlab/model/gpt2.h"
 #include "dtlab/shard/flat_parameters.h"
 #include "dtlab/shard/shard_optimizer.h"
 #include "dtlab/shard/shard_step.h"
 #include "dtlab/shard/unit_hooks.h"
-#include "dtlab/lm/zero_step.h"
-#include "dtlab/model/gpt2.h"
 #include "dtlab/tasks/zero.h"
 #include "dtlab/train/optimizer.h"
 #include "dtlab/train/step.h"
+#include "tiny_model.h"
 
 namespace zero_test {
 
@@ -75,17 +74,8 @@ TEST(Ring, RefusesABufferThatDoesNotCut) {
   });
 }
 
-// 7*5 + 5 + 5 + 5 + 5*3 = 65 parameters (3 does not divide them).
-struct Tiny : torch::nn::Module {
-  Tiny() {
-    fc = register_module("fc", torch::nn::Linear(7, 5));
-    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({5})));
-    out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(5, 3).bias(false)));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return out(norm(fc(x))); }
-  torch::nn::Linear fc{nullptr}, out{nullptr};
-  torch::nn::LayerNorm norm{nullptr};
-};
+// 65 parameters, which 2 and 3 do not divide (tiny_model.h).
+using Tiny = dtlab::test::TinyModel;
 
 std::shared_ptr<Tiny> tiny() {
   std::lock_guard<std::mutex> lock(dtlab::test::global_generator_mutex());

@@ -1,8 +1,4 @@
 // zero, part 4: FSDP (ZeRO-3), the parameters sharded at rest (dtlab/tasks/zero.h).
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include "dtlab/core/error.h"
 #include "dtlab/shard/unit_hooks.h"
 #include "dtlab/tasks/zero.h"
 
@@ -60,13 +56,8 @@ class Fsdp final : public shard::ShardStrategy {
     // END TODO
   }
 
-  void after_backward() override {
-    const std::vector<std::string> missing = hooks_.not_ready();
-    if (!missing.empty()) {
-      throw Error(fmt::format("rank {}: backward gave no gradient to every parameter of {}: their pieces were never "
-                              "reduced", c_.group->rank(), fmt::join(missing, ", ")));
-    }
-  }
+  void after_backward() override { hooks_.expect_every_unit_ready(c_.group->rank()); }
+
 
   // The optimiser updated each unit's shard_values, the only copy at rest: nothing to gather.
   void after_update() override {}

@@ -1,8 +1,4 @@
 // zero, part 3: ZeRO-2, the gradients sharded as backward produces them (dtlab/tasks/zero.h).
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include "dtlab/core/error.h"
 #include "dtlab/shard/unit_hooks.h"
 #include "dtlab/tasks/zero.h"
 
@@ -28,16 +24,13 @@ class Zero2 final : public shard::ShardStrategy {
     // END TODO
   }
 
-  void after_backward() override {
-    const std::vector<std::string> missing = hooks_.not_ready();
-    if (!missing.empty()) {
-      throw Error(fmt::format("rank {}: backward gave no gradient to every parameter of {}: their pieces were never "
-                              "reduced", c_.group->rank(), fmt::join(missing, ", ")));
-    }
-  }
+  void after_backward() override { hooks_.expect_every_unit_ready(c_.group->rank()); }
+
 
   void after_update() override {
+    // BEGIN TODO(zero2_parameters): as in ZeRO-1, every rank updated only its pieces: all-gather every unit's.
     for (shard::ShardUnit& unit : *c_.units) ring_all_gather(unit.flat->values(), *c_.group, "parameters " + unit.name);
+    // END TODO
   }
 
  private:

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "dtlab/dist/beat.h"
 #include "dtlab/dist/detail/c10d.h"
 
 namespace dtlab::dist::detail {
@@ -21,37 +22,8 @@ int64_t unix_ms() {
       .count();
 }
 
-// A beat as stored (and as written to --beat_file; grader/launch.h's RankBeat reads the same
-// layout): "count\nunix_ms\nstep\nin_flight\noperation_unix_ms\noperation". in_flight: operations
-// started and not yet waited for (0: the rank runs code of its own); operation_unix_ms: when the
-// last operation started.
-struct Beat {
-  int64_t count = 0, unix_ms = 0, step = 0, in_flight = 0, operation_unix_ms = 0;
-  std::string operation;
-};
-
-std::string encode(const Beat& b) {
-  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}", b.count, b.unix_ms, b.step, b.in_flight, b.operation_unix_ms,
-                     b.operation);
-}
-
 std::optional<Beat> decode(const std::vector<uint8_t>& bytes) {
-  const std::string text(bytes.begin(), bytes.end());
-  Beat b;
-  size_t at = 0;
-  int64_t* fields[] = {&b.count, &b.unix_ms, &b.step, &b.in_flight, &b.operation_unix_ms};
-  for (int64_t* field : fields) {
-    const size_t end = text.find('\n', at);
-    if (end == std::string::npos) return std::nullopt;
-    try {
-      *field = std::stoll(text.substr(at, end - at));
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-    at = end + 1;
-  }
-  b.operation = text.substr(at);
-  return b;
+  return decode_beat(std::string(bytes.begin(), bytes.end()));
 }
 
 // Every rank's beat, this one's too; nullopt where a rank has none (it never got past the rendezvous).
@@ -116,7 +88,7 @@ void Heartbeat::operation_done() {
 }
 
 void Heartbeat::beat(State& s) {
-  heartbeat::Beat b;
+  Beat b;
   b.count = ++s.count;
   b.unix_ms = heartbeat::unix_ms();
   b.step = s.step.load(std::memory_order_relaxed);
@@ -126,7 +98,7 @@ void Heartbeat::beat(State& s) {
     b.operation_unix_ms = s.operation_unix_ms;
     b.in_flight = s.in_flight;
   }
-  const std::string value = heartbeat::encode(b);
+  const std::string value = encode_beat(b);
   // The file first: a store that does not answer (rank 0 stopped) must not keep the launcher
   // from seeing where this rank is. Written whole under another name and renamed, so a reader
   // never sees half a beat; a failed write costs this beat only.

@@ -30,35 +30,20 @@ void add_piece(FlatParameters& flat, int rank, const torch::Tensor& values, cons
   }
 }
 
-std::unique_ptr<torch::optim::AdamW> adamw_of(const std::vector<torch::Tensor>& decay,
-                                              const std::vector<torch::Tensor>& no_decay,
-                                              const train::OptimizerOptions& o) {
-  if (!(o.learning_rate > 0)) throw Error("--learning_rate must be positive");
-  if (o.weight_decay < 0) throw Error("--weight_decay must not be negative");
-  auto options = [&](double weight_decay) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon).weight_decay(weight_decay));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, options(o.weight_decay));
-  groups.emplace_back(no_decay, options(0.0));
-  return std::make_unique<train::AdamW>(groups, torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon));
-}
-
 }  // namespace
 
 std::unique_ptr<torch::optim::AdamW> make_shard_adamw(FlatParameters& flat, int rank, torch::Tensor shard_gradients,
                                                       const train::OptimizerOptions& o) {
   std::vector<torch::Tensor> decay, no_decay;
   add_piece(flat, rank, flat.shard(flat.values(), rank), shard_gradients, decay, no_decay);
-  return adamw_of(decay, no_decay, o);
+  return train::make_adamw(std::move(decay), std::move(no_decay), o);
 }
 
 std::unique_ptr<torch::optim::AdamW> make_shard_adamw(std::vector<ShardUnit>& units, int rank,
                                                       const train::OptimizerOptions& o) {
   std::vector<torch::Tensor> decay, no_decay;
   for (ShardUnit& unit : units) add_piece(*unit.flat, rank, unit.shard_values, unit.shard_gradients, decay, no_decay);
-  return adamw_of(decay, no_decay, o);
+  return train::make_adamw(std::move(decay), std::move(no_decay), o);
 }
 
 int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {

@@ -4,7 +4,12 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
+
+#include "dtlab/core/error.h"
 
 namespace dtlab::shard {
 
@@ -40,6 +45,14 @@ std::vector<std::string> UnitGradientHooks::not_ready() const {
     if (waiting_[u] != 0) names.push_back(units_[u].name);
   }
   return names;
+}
+
+void UnitGradientHooks::expect_every_unit_ready(int rank) const {
+  const std::vector<std::string> missing = not_ready();
+  if (!missing.empty()) {
+    throw Error(fmt::format("rank {}: backward gave no gradient to every parameter of {}: their pieces were never "
+                            "reduced", rank, fmt::join(missing, ", ")));
+  }
 }
 
 void UnitGradientHooks::sample() {

@@ -10,20 +10,25 @@ bool exempt_from_weight_decay(const torch::Tensor& parameter) { return parameter
 
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
                                                 const OptimizerOptions& o) {
-  if (!(o.learning_rate > 0)) throw Error("--learning_rate must be positive");
-  if (o.weight_decay < 0) throw Error("--weight_decay must not be negative");
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     if (!item.value().requires_grad()) continue;
     (exempt_from_weight_decay(item.value()) ? no_decay : decay).push_back(item.value());
   }
+  return make_adamw(std::move(decay), std::move(no_decay), o);
+}
+
+std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::Tensor> decay, std::vector<torch::Tensor> no_decay,
+                                                const OptimizerOptions& o) {
+  if (!(o.learning_rate > 0)) throw Error("--learning_rate must be positive");
+  if (o.weight_decay < 0) throw Error("--weight_decay must not be negative");
   auto options = [&](double weight_decay) {
     return std::make_unique<torch::optim::AdamWOptions>(
         torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon).weight_decay(weight_decay));
   };
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, options(o.weight_decay));
-  groups.emplace_back(no_decay, options(0.0));
+  groups.emplace_back(std::move(decay), options(o.weight_decay));
+  groups.emplace_back(std::move(no_decay), options(0.0));
   return std::make_unique<AdamW>(
       groups, torch::optim::AdamWOptions(o.learning_rate).eps(o.adam_epsilon));
 }

@@ -30,6 +30,9 @@ class UnitGradientHooks {
   // After backward: the units whose every parameter did not get a gradient (their ready was not
   // called), by name; empty when backward reached every unit.
   std::vector<std::string> not_ready() const;
+  // After backward: a dtlab::Error naming this rank and the units not_ready() lists, if any (their
+  // pieces were never reduced, and the optimiser would step on stale gradients).
+  void expect_every_unit_ready(int rank) const;
   // The most gradient bytes this rank held at once during the backwards so far, seen at every
   // hook: the parameters' gradients and the units' flat gradient buffers (before each ready and
   // after it). One process, or ZeRO-1, holds the whole model's; ZeRO-2 about two units'.

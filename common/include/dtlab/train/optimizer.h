@@ -53,6 +53,9 @@ class AdamW : public torch::optim::AdamW {
 // Two parameter groups: weight decay on every parameter but the exempt ones, none on those.
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
                                                 const OptimizerOptions& options);
+// The same two groups of given tensors (shard/shard_optimizer.h: the pieces of parameters).
+std::unique_ptr<torch::optim::AdamW> make_adamw(std::vector<torch::Tensor> decay, std::vector<torch::Tensor> no_decay,
+                                                const OptimizerOptions& options);
 
 // get_linear_schedule_with_warmup: the learning rate rises linearly from 0 over warmup_steps,
 // then falls linearly to 0 at total_steps. Like PyTorch's LambdaLR it sets the rate for step 0 at
