@@ -7,12 +7,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <memory>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <functional>
 #include <iterator>
+#include <memory>
+#include <set>
 #include <sstream>
 
 #include "dtlab/core/error.h"
@@ -144,6 +146,58 @@ struct ExerciseCommands {
   size_t output_at = 0;                 // the word after -o
 };
 
+// The folders the compile and link commands read outside the kit's own: LibTorch's headers and
+// libraries where they are not under /usr (a pip wheel's venv, in .torch/ of the checkout or
+// anywhere), and build/torch-include (Note in cmake/DtlabTorch.cmake: links into the wheel's
+// headers, whose targets come too). Named by -I, -isystem, -L, -Wl,-rpath(-link), or a file the
+// link reads. Nothing else of the checkout or the build tree: those hold the answers.
+std::vector<fs::path> toolchain_folders(const std::vector<std::string>& words, const fs::path& source_dir,
+                                        const fs::path& build_dir) {
+  std::set<fs::path> folders;
+  auto under = [](const fs::path& path, const fs::path& root) {
+    const std::string p = path.string(), r = root.string();
+    return p == r || p.rfind(r + "/", 0) == 0;
+  };
+  std::function<void(const std::string&)> add = [&](const std::string& word) {
+    if (word.empty() || word[0] != '/') return;
+    std::error_code ec;
+    fs::path path = fs::weakly_canonical(word, ec);
+    if (ec) return;
+    if (fs::is_regular_file(path, ec)) path = path.parent_path();
+    if (!fs::is_directory(path, ec) || under(path, "/usr") || folders.count(path)) return;
+    if (under(path, build_dir)) {
+      if (!under(path, build_dir / "torch-include")) return;
+      folders.insert(path);
+      for (const auto& entry : fs::directory_iterator(path, ec)) {
+        if (entry.is_symlink(ec)) add(fs::canonical(entry.path(), ec).string());
+      }
+      return;
+    }
+    if (under(path, source_dir) && !under(path, source_dir / ".torch")) return;
+    folders.insert(path);
+  };
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if ((w == "-isystem" || w == "-I" || w == "-L") && i + 1 < words.size()) {
+      add(words[i + 1]);
+    } else if (w.rfind("-I", 0) == 0 || w.rfind("-L", 0) == 0) {
+      add(w.substr(2));
+    } else if (w.rfind("-Wl,-rpath", 0) == 0 && w.find(',', 4) != std::string::npos) {
+      std::istringstream list(w.substr(w.find(',', 4) + 1));
+      for (std::string dir; std::getline(list, dir, ':');) add(dir);
+    } else {
+      add(w);
+    }
+  }
+  // A folder under another is mounted with it: only the outermost ones (std::set sorts a folder
+  // before what it holds).
+  std::vector<fs::path> outermost;
+  for (const fs::path& f : folders) {
+    if (outermost.empty() || !under(f, outermost.back())) outermost.push_back(f);
+  }
+  return outermost;
+}
+
 ExerciseCommands exercise_commands(const fs::path& source_dir, const fs::path& build_dir, const std::string& e) {
   const ProcessResult r = run_process({"ninja", "-C", build_dir.string(), "-t", "commands", e}, 60);
   if (r.exit_code != 0) {
@@ -252,6 +306,11 @@ SubmissionBuild build_submission(const fs::path& submission, const std::vector<s
   for (const auto& e : present) {
     if (build.failures.count(e)) continue;
     const ExerciseCommands commands = exercise_commands(fs::absolute(source_dir), fs::absolute(build_dir), e);
+    std::vector<std::string> words = split_words(commands.compile);
+    words.insert(words.end(), commands.link_words.begin(), commands.link_words.end());
+    for (const fs::path& f : toolchain_folders(words, fs::absolute(source_dir), fs::absolute(build_dir))) {
+      if (std::find(jail.visible.begin(), jail.visible.end(), f) == jail.visible.end()) jail.visible.push_back(f);
+    }
     std::string failed;
     std::vector<std::string> objects;
     for (const auto& name : sources[e]) {
