@@ -23,6 +23,7 @@ std::vector<CheckSpec> checks_of_kind(const Exercise& e) {
   if (e.kind == "dp") return lm_data_parallel_checks(e.name);
   if (e.kind == "pipeline") return pipeline_checks(e.name);
   if (e.kind == "pp") return pp_checks(e.name);
+  if (e.kind == "zero") return zero_checks(e.name);
   throw Error("exercises.txt: " + e.name + " has the kind '" + e.kind + "', which has no checks");
 }
 
@@ -150,6 +151,16 @@ std::string first_items(const std::vector<int64_t>& values, size_t n) {
 std::vector<std::string> lm_equivalence_flags(int steps) {
   return {"--dropout", "0", "--learning_rate", "1e-3", "--max_grad_norm", "0.5", "--max_steps", std::to_string(steps),
           "--no_eval"};
+}
+
+std::optional<RunRequest> gpt2_reference_request(Runner& runner, const ReadExamples& read, int steps,
+                                                 Verdict* failure) {
+  const std::optional<TrainOrder> order = union_order(runner, read, steps, failure);
+  if (!order) return std::nullopt;
+  std::vector<std::string> flags = lm_equivalence_flags(steps);
+  flags.insert(flags.end(), {"--batch_size", std::to_string(order->global_batch), "--train_order", order->path.string()});
+  return RunRequest{fmt::format("reference-gpt2-steps{}-{}", steps, order->key), kReferenceGpt2, "dp-reference", 1, flags,
+                    true};
 }
 
 std::string scale_hint(double factor, int world, const std::string& reference) {

@@ -50,6 +50,7 @@ std::vector<CheckSpec> traffic_checks(const std::string& exercise);
 std::vector<CheckSpec> lm_data_parallel_checks(const std::string& exercise);
 std::vector<CheckSpec> pipeline_checks(const std::string& exercise);
 std::vector<CheckSpec> pp_checks(const std::string& exercise);
+std::vector<CheckSpec> zero_checks(const std::string& exercise);
 
 // Note [Fair evidence]: one run serves several checks, and a check must fail for its own reason.
 // A check of what each rank reads (the sampler, dp's partition) or starts from (the initial
@@ -83,6 +84,10 @@ struct TrainOrder {
   int64_t global_batch = 0;
 };
 std::optional<TrainOrder> union_order(const Runner& runner, const ReadExamples& read, int steps, Verdict* failure);
+// The kit's single-process GPT-2 run (lm_equivalence_flags) on the examples the ranks read in
+// `steps` steps (union_order): what dp's and zero's gradients and losses are compared with.
+std::optional<RunRequest> gpt2_reference_request(Runner& runner, const ReadExamples& read, int steps,
+                                                 Verdict* failure);
 // the per-iteration losses of `run` against the reference's over the first n steps, within
 // kLossTolerance; the hints say what to look at when step 1 differs and when a later one does.
 Verdict losses_match(const Run& run, const Run& ref, size_t n, const std::string& what,

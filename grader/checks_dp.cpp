@@ -116,16 +116,6 @@ int differing_rank(const ReadExamples& s, const std::vector<std::vector<int64_t>
   return -1;
 }
 
-// The kit's single-process run on the examples the ranks read (union_order, Note [Fair evidence]).
-std::optional<RunRequest> reference_request(Runner& runner, const ReadExamples& read, int steps, Verdict* failure) {
-  const std::optional<TrainOrder> order = union_order(runner, read, steps, failure);
-  if (!order) return std::nullopt;
-  std::vector<std::string> flags = lm_equivalence_flags(steps);
-  flags.insert(flags.end(), {"--batch_size", std::to_string(order->global_batch), "--train_order", order->path.string()});
-  return RunRequest{fmt::format("reference-gpt2-steps{}-{}", steps, order->key), kReferenceGpt2, "dp-reference", 1, flags,
-                    true};
-}
-
 Verdict partition(Runner& runner, const std::string& e) {
   constexpr int kWorld = 4;
   const int64_t n = train_examples(runner);
@@ -178,7 +168,7 @@ Verdict gradients(Runner& runner, const std::string& e) {
   if (run.failure) return *run.failure;
   const std::optional<ReadExamples> read = read_examples(run, kWorld, &failure);
   if (!read) return failure;
-  const std::optional<RunRequest> reference = reference_request(runner, *read, 1, &failure);
+  const std::optional<RunRequest> reference = gpt2_reference_request(runner, *read, 1, &failure);
   if (!reference) return failure;
   const Run* ref = kit_run(runner, *reference, &failure);
   if (!ref) return failure;
@@ -236,7 +226,7 @@ Verdict losses_at(Runner& runner, const std::string& e, int world) {
   if (run.failure) return *run.failure;
   const std::optional<ReadExamples> read = read_examples(run, world, &failure);
   if (!read) return failure;
-  const std::optional<RunRequest> reference = reference_request(runner, *read, kLossSteps, &failure);
+  const std::optional<RunRequest> reference = gpt2_reference_request(runner, *read, kLossSteps, &failure);
   if (!reference) return failure;
   const Run* ref = kit_run(runner, *reference, &failure);
   if (!ref) return failure;

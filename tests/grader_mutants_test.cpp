@@ -1,4 +1,4 @@
-// Deliberately broken solutions of task 2b, dp, pipeline and pp (tests/mutants), graded: each must
+// Deliberately broken solutions of task 2b, dp, pipeline, pp and zero (tests/mutants), graded: each must
 // fail the check that should catch it, with the words that tell a student what is wrong, within
 // its timeout. A check that stops catching its bug fails here.
 #include <gtest/gtest.h>
@@ -96,7 +96,22 @@ const std::vector<Mutant> kPpMutants = {
      "stage rank 0 held the activations of 7 micro-batches at once, stored or in sends not yet waited for", 180},
 };
 
+// Sharding: each mistake fails the check of its own stage, named in the strategy's terms; the
+// kit's optimiser owns AdamW on the pieces, so "AdamW over the whole model" cannot be written here.
+const std::vector<Mutant> kZeroMutants = {
+    {"zero", "sum_not_average", "gradients-1", "wrong number", "the sum over 3 ranks was not divided by the world size", 120},
+    {"zero", "piece_off_by_one", "gradients-1", "wrong number", "the gradient the ranks' pieces make together differs", 120},
+    // Ranks that forget the all-gather each keep their own pieces' updates: the replicas part.
+    {"zero", "no_all_gather", "losses-1", "wrong number", "rank 1's model differs from rank 0's", 120},
+    {"zero", "keeps_gradients", "memory", "wrong number", "which no rank may hold", 180},
+    {"zero", "never_frees", "memory", "wrong number", "that is the whole model", 180},
+    {"zero", "gathers_again", "traffic", "wrong number", "a unit gathered more often than needed", 180},
+    // Read while freed: LibTorch's "storage of size 0", said in the strategy's terms.
+    {"zero", "freed_before_backward", "losses-3", "error", "the backward read parameters of a unit that was freed", 120},
+};
+
 std::string mutants_binary(const std::string& exercise) {
+  if (exercise == "zero") return DTLAB_PROGRAM("zero-mutants");
   if (exercise == "pipeline") return DTLAB_PROGRAM("pipeline-mutants");
   if (exercise == "pp") return DTLAB_PROGRAM("pp-mutants");
   return exercise == "dp" ? DTLAB_PROGRAM("dp-mutants") : DTLAB_PROGRAM("task2b-mutants");
@@ -135,7 +150,8 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
   for (const auto& [exercise, checks] : {std::pair{std::string("task2b"), "broadcast"},
                                          std::pair{std::string("dp"), "partition,gradients"},
                                          std::pair{std::string("pipeline"), "schedule,split,transparency,concurrency"},
-                                         std::pair{std::string("pp"), "schedules,memory,overlap,gradients,order"}}) {
+                                         std::pair{std::string("pp"), "schedules,memory,overlap,gradients,order"},
+                                         std::pair{std::string("zero"), "gradients-1,losses-1,losses-3,memory,traffic"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_PROGRAM("grader"), "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
@@ -241,6 +257,7 @@ INSTANTIATE_TEST_SUITE_P(Task2b, GraderMutants, ::testing::ValuesIn(kTask2bMutan
 INSTANTIATE_TEST_SUITE_P(Dp, GraderMutants, ::testing::ValuesIn(kDpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Pipeline, GraderMutants, ::testing::ValuesIn(kPipelineMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Pp, GraderMutants, ::testing::ValuesIn(kPpMutants), test_name);
+INSTANTIATE_TEST_SUITE_P(Zero, GraderMutants, ::testing::ValuesIn(kZeroMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Fair, FairGrading, ::testing::ValuesIn(kFairCases),
                          [](const ::testing::TestParamInfo<FairCase>& p) { return p.param.exercise + "_" + p.param.mutant; });
 

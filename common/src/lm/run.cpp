@@ -392,12 +392,13 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   }
   if (!o.dump_dir.empty()) {
     if (pipelined) throw Error("--dump_dir is for the exercises with ranks, not with --stages > 1 in one process");
-    if (sharded) throw Error("--dump_dir is not there yet for a sharded run (the zero exercise)");
     std::vector<int64_t> epoch1 = data::shard_indices(plan.sampler, 0);
     for (int64_t& row : epoch1) row = share.indices.at(static_cast<size_t>(row));
     train::RankDumpPlan dump{o.dump_dir, 1, run.rank(), run.world(), plan.batch_per_rank * readers, std::move(epoch1),
                              share.indices};
-    if (stage_trainer) {
+    if (sharded) {
+      step = sharded->step(std::move(dump));  // the gradient assembled from the pieces
+    } else if (stage_trainer) {
       stage_trainer->dump_at(std::move(dump));  // each stage rank: its stage's gradients
     } else {
       step = train::step_with_rank_dumps(*sync, std::move(dump));

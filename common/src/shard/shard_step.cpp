@@ -4,6 +4,11 @@
 #include <ATen/record_function.h>
 #include <torch/utils.h>
 
+#include <fmt/format.h>
+
+#include <string>
+
+#include "dtlab/core/error.h"
 #include "dtlab/report/profile.h"
 
 namespace dtlab::shard {
@@ -27,13 +32,46 @@ void gather_units(std::vector<ShardUnit>& units, dist::Group& group) {
   }
 }
 
-train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& context, UnitGradientHooks* meter) {
-  return [&strategy, context, meter](train::TrainState& state, const train::StepInput& input) {
+std::map<std::string, torch::Tensor> whole_gradients(const std::vector<ShardUnit>& units, dist::Group& group) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> named;
+  for (const ShardUnit& unit : units) {
+    const torch::Tensor flat = torch::cat(group.all_gather(unit.shard_gradients, "dump gradients " + unit.name));
+    for (const FlatSegment& s : unit.flat->segments()) named[s.name] = flat.narrow(0, s.offset, s.numel).view(s.shape).clone();
+  }
+  return named;
+}
+
+namespace {
+
+// FSDP's freed units (FlatParameters::free_values) have storage of 0 bytes, and LibTorch names
+// only the tensor's sizes when something reads them. Said in the strategy's terms instead.
+template <typename F>
+auto reading_freed_units(const char* when, int rank, F&& f) {
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    if (std::string(e.what_without_backtrace()).find("storage of size 0") == std::string::npos) throw;
+    throw Error(fmt::format("rank {}: the {} read parameters of a unit that was freed (its memory given back by "
+                            "free_values): every unit a stage reads must be gathered before the stage's forward, "
+                            "and again before its backward (LibTorch: {})", rank, when, e.what_without_backtrace()));
+  }
+}
+
+}  // namespace
+
+train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& context, UnitGradientHooks* meter,
+                                 AfterReduce after_reduce) {
+  return [&strategy, context, meter, after_reduce](train::TrainState& state, const train::StepInput& input) {
     state.module->train();
-    const torch::Tensor loss = state.loss(*input.batch);
+    const int rank = context.group->rank();
+    const torch::Tensor loss = reading_freed_units("forward", rank, [&] { return state.loss(*input.batch); });
     if (meter) meter->arm();
     strategy.before_backward();
-    loss.backward();
+    reading_freed_units("backward", rank, [&] {
+      loss.backward();
+      return 0;
+    });
     train::StepResult result;
     {
       // What the ranks wait for: the strategy's collectives (overlap is FSDP's stretch, measured
@@ -43,6 +81,7 @@ train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& co
       if (meter) meter->sample();
       result.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
+    if (after_reduce) after_reduce(input);
     {
       RECORD_USER_SCOPE(report::kUpdateScope);
       if (state.max_grad_norm > 0) clip_shard_gradients(*context.units, state.max_grad_norm, *context.group);

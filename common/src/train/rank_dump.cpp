@@ -17,6 +17,11 @@ void write_rank_dump(const RankDumpPlan& plan, DumpPoint point, const torch::nn:
     tensors["param." + item.key()] = p.detach().clone();
     if (point == DumpPoint::kAfterSync && p.grad().defined()) tensors["grad." + item.key()] = p.grad().detach().clone();
   }
+  write_rank_dump(plan, point, std::move(tensors), rows);
+}
+
+void write_rank_dump(const RankDumpPlan& plan, DumpPoint point, io::TensorMap tensors,
+                     const std::vector<int64_t>& rows) {
   std::vector<int64_t> batch = rows;
   if (!plan.example_of_row.empty()) {
     for (int64_t& row : batch) row = plan.example_of_row.at(static_cast<size_t>(row));

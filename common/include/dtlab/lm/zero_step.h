@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "dtlab/shard/units.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/optimizer.h"
+#include "dtlab/train/rank_dump.h"
 
 namespace dtlab::lm {
 
@@ -44,7 +46,11 @@ class ShardedTrainer {
 
   // AdamW over this rank's pieces (shard/shard_optimizer.h).
   std::unique_ptr<torch::optim::AdamW> make_optimizer(const train::OptimizerOptions& options);
-  train::StepFunction step();
+  // dump (optional): the grader's files at dump->step (train/rank_dump.h): before the step what
+  // this rank reads and the parameters it holds whole (none at rest under FSDP), after the
+  // strategy's after_backward every parameter's averaged gradient assembled from the pieces
+  // (shard::whole_gradients: a collective, so every rank dumps).
+  train::StepFunction step(std::optional<train::RankDumpPlan> dump = std::nullopt);
 
   // FSDP: the whole model on every rank, for evaluation and saving (PyTorch's summon_full_params:
   // ranks decode different numbers of tokens, so gathers inside the forward would not pair up),
@@ -52,9 +58,12 @@ class ShardedTrainer {
   void gather_whole();
   void release_whole();
 
-  // results.json's "sharding": the stage, parameters, padding, this rank's elements, the
-  // optimiser's state bytes, the most gradient and parameter bytes held at once.
-  nlohmann::json summary(const torch::optim::Optimizer& optimizer, const std::string& strategy) const;
+  // results.json's "sharding": the stage, parameters, padding, this rank's elements, each unit's
+  // padded bytes, the optimiser's state bytes, the most gradient and parameter bytes held at once,
+  // the bytes this rank sent per step against the ring's prediction (Note [Bytes of a sharded
+  // step]) and, at stages 1 and 2, each rank's checksum of its replica. A collective (the
+  // checksums): every rank calls it.
+  nlohmann::json summary(const torch::optim::Optimizer& optimizer, const std::string& strategy);
 
  private:
   model::Gpt2LMHeadModel model_;
@@ -66,6 +75,7 @@ class ShardedTrainer {
   std::unique_ptr<shard::ShardStrategy> strategy_;
   bool stage_hooks_on_ = true;
   int64_t peak_parameter_bytes_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace dtlab::lm

@@ -12,6 +12,11 @@
 
 #include <torch/types.h>
 
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
 #include "dtlab/dist/group.h"
 #include "dtlab/shard/unit_hooks.h"
 #include "dtlab/shard/units.h"
@@ -50,6 +55,11 @@ struct ShardContext {
 // equals one process's. The units stay allocated.
 void gather_units(std::vector<ShardUnit>& units, dist::Group& group);
 
+// Every parameter's averaged gradient, assembled whole on every rank from each unit's
+// shard_gradients with c10d's all_gather (the kit's), by the parameter's name: what one process's
+// gradient of the global batch is, for the grader's dump of a sharded step. A collective.
+std::map<std::string, torch::Tensor> whole_gradients(const std::vector<ShardUnit>& units, dist::Group& group);
+
 // LibTorch's clip_grad_norm_ over the whole model's gradient, from the pieces: each rank's squared
 // norm all-reduced, so every rank scales its piece by the same coefficient. The same numbers as one
 // process's clip up to the order of the sums (a few units in the last place).
@@ -57,8 +67,10 @@ void clip_shard_gradients(std::vector<ShardUnit>& units, double max_norm, dist::
 
 // The step above; state.optimizer must be the pieces' (make_shard_adamw of context's units).
 // meter (optional): the kit's measure of the gradient bytes this rank holds, armed before each
-// backward and sampled after after_backward.
+// backward and sampled after after_backward. after_reduce (optional): called once after_backward
+// has filled the pieces, before clipping (the grader's dump of the step's gradient).
+using AfterReduce = std::function<void(const train::StepInput&)>;
 train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& context,
-                                 UnitGradientHooks* meter = nullptr);
+                                 UnitGradientHooks* meter = nullptr, AfterReduce after_reduce = nullptr);
 
 }  // namespace dtlab::shard

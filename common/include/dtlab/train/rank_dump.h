@@ -47,6 +47,10 @@ struct RankDumpPlan {
 // Writes the file of `point` atomically. Parameters without a gradient get no grad entry.
 void write_rank_dump(const RankDumpPlan& plan, DumpPoint point, const torch::nn::Module& model,
                      const std::vector<int64_t>& rows);
+// The same file from tensors already named param.<name> and grad.<name>: a sharded run, whose
+// rank holds pieces that the kit assembles first (lm/zero_step.h).
+void write_rank_dump(const RankDumpPlan& plan, DumpPoint point, io::TensorMap tensors,
+                     const std::vector<int64_t>& rows);
 
 // The step with both dumps at plan.step: the first file before it runs, the second at its
 // "gradients are synchronised" point (train/step.h's AfterSync, through kit_step).

@@ -1,0 +1,260 @@
+// The checks of the sharded exercise (zero): at each stage (ZeRO-1, ZeRO-2, FSDP) the gradient
+// the ranks' pieces make together and 20 losses against the kit's single-process run (dtlab-gpt2)
+// on the union of the ranks' minibatches, replicas that still agree, the gradient and parameter
+// bytes a rank held at once, and the bytes each rank sent per step against the ring's formula.
+//
+// The data each rank reads is the kit's (lm::equal_shares), so these checks grade the student's
+// rings and strategies alone. The gradient check reads the grader's dump of step 1: every
+// parameter's gradient assembled by the kit (c10d's all_gather, not the student's ring) from the
+// pieces the strategy left in shard_gradients, so a piece reduced wrongly, or put in the wrong
+// place, shows as the parameter it belongs to. The memory and traffic checks read what the kit
+// measured in the losses runs (results.json's "sharding", Note [Bytes of a sharded step]).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include <torch/types.h>
+
+#include "checks.h"
+#include "compare.h"
+
+namespace dtlab::grader {
+namespace zero_check {
+
+constexpr int kGlobalBatch = 12;  // divides by 2 and 3
+constexpr int kLossSteps = 20;
+constexpr int kWorld = 3;          // GPT-2's units do not divide by 3: every stage pads
+constexpr double kTrafficSlack = 0.01;
+
+std::string stage_name(int stage) { return stage == 1 ? "ZeRO-1" : stage == 2 ? "ZeRO-2" : "FSDP"; }
+
+RunRequest zero_request(const std::string& e, int stage, int world, int steps) {
+  std::vector<std::string> flags = lm_equivalence_flags(steps);
+  flags.insert(flags.end(), {"--global_batch_size", std::to_string(kGlobalBatch), "--seed", "42", "--zero_stage",
+                             std::to_string(stage)});
+  const std::string purpose = steps == 1 ? "gradients" : "losses";
+  return {fmt::format("{}-{}-stage{}-w{}", e, purpose, stage, world), e, "zero-" + purpose, world, flags, true};
+}
+
+std::string what(const std::string& e, int stage, int world) {
+  return fmt::format("{} --zero_stage {} ({}) at {} ranks", e, stage, stage_name(stage), world);
+}
+
+// The run's results.json "sharding" section, or nullptr and the verdict.
+const nlohmann::json* sharding(const Run& run, const std::string& who, Verdict* failure) {
+  if (run.results.is_object() && run.results.contains("sharding") && run.results["sharding"].is_object()) {
+    return &run.results["sharding"];
+  }
+  *failure = {Status::kError, who + ": results.json has no \"sharding\" section (the kit writes it at the end of "
+                                    "a sharded run: did the run end?)"};
+  return nullptr;
+}
+
+int64_t bytes_of(const nlohmann::json& s, const char* key) { return s.value(key, int64_t{0}); }
+
+Verdict gradients(Runner& runner, const std::string& e, int stage) {
+  Verdict failure;
+  const RunRequest request = zero_request(e, stage, kWorld, 1);
+  const Run& run = runner.run(request);
+  if (run.failure) return *run.failure;
+  const std::optional<ReadExamples> read = read_examples(run, kWorld, &failure);
+  if (!read) return failure;
+  const std::optional<RunRequest> reference = gpt2_reference_request(runner, *read, 1, &failure);
+  if (!reference) return failure;
+  const Run* ref = kit_run(runner, *reference, &failure);
+  if (!ref) return failure;
+  const auto dumps = load_dumps(run.dump_dir, kWorld);
+  const auto full = load_dumps(ref->dump_dir, 1).at(0);
+  const std::string who = what(e, stage, kWorld);
+  const Difference d = compare_tensors(dumps.at(0), full, "grad.");
+  if (!d.missing.empty()) {
+    return {Status::kWrongNumber, fmt::format("{}: the kit found no gradient piece for {} after after_backward",
+                                              who, d.missing)};
+  }
+  if (d.relative() <= kGradientTolerance) {
+    return {Status::kPassed,
+            fmt::format("{}: the pieces in shard_gradients after after_backward make one process's gradient of the "
+                        "global batch (max |diff| {:.2g}, relative {:.2g})", who, d.max_abs, d.relative())};
+  }
+  std::string hint = scale_hint(projection_factor(dumps.at(0), full, "grad."), kWorld, "the global batch's gradient");
+  if (hint.empty()) {
+    hint = "The parameter named is where the pieces first go wrong: does your ring add the piece it receives into "
+           "the piece of the same index (piece rank-s-2 at step s), so that after N-1 steps piece `rank` has been "
+           "through every rank, and is this rank's piece (flat.shard(flat.gradients(), rank)) the one copied into "
+           "shard_gradients?";
+  }
+  return {Status::kWrongNumber,
+          fmt::format("{}: the gradient the ranks' pieces make together differs from one process's gradient of the "
+                      "global batch at {} by {:.3g} (relative {:.2g} > {:g}). {}",
+                      who, d.worst, d.max_abs, d.relative(), kGradientTolerance, hint)};
+}
+
+Verdict losses(Runner& runner, const std::string& e, int stage, int world) {
+  Verdict failure;
+  const RunRequest request = zero_request(e, stage, world, kLossSteps);
+  const Run& run = runner.run(request);
+  if (run.failure) return *run.failure;
+  const std::string who = what(e, stage, world);
+  const nlohmann::json* s = sharding(run, who, &failure);
+  if (!s) return failure;
+  // Replicas first: ranks that stopped agreeing train different models, whatever the losses say.
+  const nlohmann::json& sums = (*s)["replica_checksums"];
+  if (sums.is_array()) {
+    for (size_t r = 1; r < sums.size(); ++r) {
+      if (sums[r].get<double>() != sums[0].get<double>()) {
+        return {Status::kWrongNumber,
+                fmt::format("{}: after {} steps rank {}'s model differs from rank 0's (sum of |weights| {:.9g} "
+                            "against {:.9g}): the ranks no longer hold the same replica. Each rank's optimiser "
+                            "updates only its own pieces: after the update, all-gather every unit's values "
+                            "(after_update) so that every rank holds every piece's new values",
+                            who, kLossSteps, r, sums[r].get<double>(), sums[0].get<double>())};
+      }
+    }
+  }
+  const std::optional<ReadExamples> read = read_examples(run, world, &failure);
+  if (!read) return failure;
+  const std::optional<RunRequest> reference = gpt2_reference_request(runner, *read, kLossSteps, &failure);
+  if (!reference) return failure;
+  const Run* ref = kit_run(runner, *reference, &failure);
+  if (!ref) return failure;
+  return losses_match(run, *ref, kLossSteps, who,
+                      "Step 1 already differs, before any update: the forward reads parameters that are not one "
+                      "process's (FSDP: is every unit gathered whole before its stage runs?)",
+                      "Step 1 agrees, so an update differs: is each piece of the gradient averaged over every rank, "
+                      "and are the updated pieces gathered into every unit (FSDP: before the forward and again "
+                      "before the backward)?");
+}
+
+// What a rank may hold at once, from the units' padded bytes (results.json's unit_bytes). The
+// gradient: the tied embeddings' grows from the head's backward to the embeddings' (the first
+// unit backward starts and the last it finishes), the head's, and two blocks' (one being computed,
+// one laid into its flat buffer and reduced). The parameters: in the forward the tied embeddings
+// stay gathered from the first stage to the head, with the head and two blocks (one computing,
+// the next prefetched). Neither may be the whole model's: the fixture's GPT-2 has two blocks, so
+// there the bounds are the whole, and "less than the whole" is what holds a strategy to freeing.
+struct UnitBytes {
+  int64_t embeddings = 0, head = 0, largest_block = 0, whole = 0;
+};
+
+UnitBytes unit_bytes(const nlohmann::json& s) {
+  UnitBytes u;
+  for (const auto& [name, bytes] : s["unit_bytes"].items()) {
+    const int64_t b = bytes.get<int64_t>();
+    if (name == "embeddings") u.embeddings = b;
+    else if (name == "head") u.head = b;
+    else u.largest_block = std::max(u.largest_block, b);
+    u.whole += b;
+  }
+  return u;
+}
+
+Verdict memory(Runner& runner, const std::string& e) {
+  Verdict failure;
+  std::string summary;
+  int64_t whole = 0;
+  for (const int stage : {1, 2, 3}) {
+    const Run& run = runner.run(zero_request(e, stage, kWorld, kLossSteps));
+    if (run.failure) return *run.failure;
+    const std::string who = what(e, stage, kWorld);
+    const nlohmann::json* s = sharding(run, who, &failure);
+    if (!s) return failure;
+    const UnitBytes u = unit_bytes(*s);
+    whole = u.whole;
+    const int64_t gradient = bytes_of(*s, "peak_gradient_bytes"), parameters = bytes_of(*s, "peak_parameter_bytes");
+    const int64_t gradient_bound = u.embeddings + u.head + 2 * u.largest_block;
+    const int64_t parameter_bound = u.embeddings + u.head + 2 * u.largest_block;
+    if (stage >= 2 && (gradient >= u.whole || gradient > gradient_bound)) {
+      return {Status::kWrongNumber,
+              fmt::format("{}: rank 0 held {} bytes of gradient at once during backward; {}. Once a unit's "
+                          "gradient is reduced, free it: release_gradients() and every parameter's gradient set to "
+                          "none", who, gradient,
+                          gradient >= u.whole
+                              ? fmt::format("the whole model's gradient is {}, which no rank may hold", u.whole)
+                              : fmt::format("a rank needs at most {} (the tied embeddings' and the head's, {} and "
+                                            "{}, and two blocks' of {})", gradient_bound, u.embeddings, u.head,
+                                            u.largest_block))};
+    }
+    if (stage == 3 && (parameters >= u.whole || parameters > parameter_bound)) {
+      return {Status::kWrongNumber,
+              fmt::format("{}: rank 0 held {} bytes of whole parameters at once in the forward; {}. Free each unit "
+                          "after the last stage that reads it", who, parameters,
+                          parameters >= u.whole
+                              ? fmt::format("that is the whole model ({}), which FSDP never holds", u.whole)
+                              : fmt::format("a rank needs at most {} (the tied embeddings, which the head reads "
+                                            "last, {}; the head, {}; a block computing and the next one "
+                                            "prefetched, {} each)", parameter_bound, u.embeddings, u.head,
+                                            u.largest_block))};
+    }
+    summary += fmt::format("\n  {}: optimiser state {} bytes, gradient at most {} bytes (bound {}), whole parameters "
+                           "at most {} bytes{}", stage_name(stage), bytes_of(*s, "optimizer_state_bytes"), gradient,
+                           stage >= 2 ? fmt::format("{}, and less than the whole", gradient_bound)
+                                      : std::string("none: ZeRO-1 keeps it whole"),
+                           parameters, stage == 3 ? fmt::format(" (bound {}, and less than the whole)", parameter_bound) : "");
+  }
+  return {Status::kPassed, fmt::format("{} at {} ranks, rank 0, of a model of {} bytes padded:{}", e, kWorld, whole, summary)};
+}
+
+Verdict traffic(Runner& runner, const std::string& e) {
+  Verdict failure;
+  std::string summary;
+  for (const int stage : {1, 2, 3}) {
+    const Run& run = runner.run(zero_request(e, stage, kWorld, kLossSteps));
+    if (run.failure) return *run.failure;
+    const std::string who = what(e, stage, kWorld);
+    const nlohmann::json* s = sharding(run, who, &failure);
+    if (!s) return failure;
+    const double sent = s->value("bytes_sent_per_step", 0.0), predicted = s->value("predicted_bytes_sent_per_step", 0.0);
+    const double whole = static_cast<double>(bytes_of(*s, "whole_bytes"));
+    const double ratio = predicted > 0 ? sent / predicted : 0.0;
+    if (std::abs(ratio - 1) > kTrafficSlack) {
+      return {Status::kWrongNumber,
+              fmt::format("{}: rank 0 sent {:.0f} bytes per step, {:.3f} times the {:.0f} of the rings ({} times "
+                          "(N-1)/N of the {:.0f}-byte padded model: {}). A ring sends one piece per step, N-1 "
+                          "steps, for every reduce-scatter and every all-gather; {}",
+                          who, sent, ratio, predicted, stage == 3 ? 3 : 2, whole,
+                          stage == 3 ? "a gather before each unit's forward and its backward, a reduce-scatter of "
+                                       "its gradient"
+                                     : "a reduce-scatter of the gradient and an all-gather of the parameters",
+                          ratio > 1 ? "more means a piece sent twice or a unit gathered more often than needed"
+                                    : "less means a collective left out or sending less than a piece")};
+    }
+    summary += fmt::format("\n  {}: {:.0f} bytes per step, {:.2f} x the padded model ({} x (N-1)/N = {:.2f})",
+                           stage_name(stage), sent, sent / whole, stage == 3 ? 3 : 2,
+                           (stage == 3 ? 3.0 : 2.0) * (kWorld - 1) / kWorld);
+  }
+  return {Status::kPassed, fmt::format("{} at {} ranks, bytes rank 0 sent (the kit's log of its sends, steps 1-{}):{}"
+                                       "\n  FSDP sends 1.5 times what ZeRO-1 and ZeRO-2 send, as all-reduce's "
+                                       "2(N-1)/N becomes 3(N-1)/N", e, kWorld, kLossSteps, summary)};
+}
+
+}  // namespace zero_check
+
+std::vector<CheckSpec> zero_checks(const std::string& e) {
+  namespace c = zero_check;
+  std::vector<CheckSpec> checks;
+  for (const int stage : {1, 2, 3}) {
+    checks.push_back({e, fmt::format("gradients-{}", stage),
+                      fmt::format("{}: the pieces after after_backward make one process's gradient of the global "
+                                  "batch (3 ranks)", c::stage_name(stage)),
+                      stage == 1 ? 4.0 : 2.0, [e, stage](Runner& r) { return c::gradients(r, e, stage); }});
+  }
+  for (const int stage : {1, 2, 3}) {
+    checks.push_back({e, fmt::format("losses-{}", stage),
+                      fmt::format("{}: 20 per-iteration losses equal single-process training within 1e-5, replicas "
+                                  "agree (3 ranks)", c::stage_name(stage)),
+                      3, [e, stage](Runner& r) { return c::losses(r, e, stage, 3); }});
+  }
+  checks.push_back({e, "losses-fsdp-2", "FSDP: 20 per-iteration losses equal single-process training within 1e-5 (2 "
+                                         "ranks)", 2, [e](Runner& r) { return c::losses(r, e, 3, 2); }});
+  checks.push_back({e, "memory", "ZeRO-2 and FSDP never hold the whole model's gradient (at most the embeddings', the "
+                                 "head's and two blocks'), FSDP never its whole parameters (3 ranks)", 3,
+                    [e](Runner& r) { return c::memory(r, e); }});
+  checks.push_back({e, "traffic", "each rank sends the rings' bytes per step: 2(N-1)/N of the model for ZeRO-1 and "
+                                  "2, 3(N-1)/N for FSDP (3 ranks)", 2, [e](Runner& r) { return c::traffic(r, e); }});
+  return checks;
+}
+
+}  // namespace dtlab::grader
