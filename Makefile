@@ -53,7 +53,9 @@ TRAFFIC_TASKS := $(shell awk '!/^\#/ && $$3 == "traffic" {print $$1}' exercises.
 LM_TASKS  := $(shell awk '!/^\#/ && $$3 == "dp" {print $$1}' exercises.txt)
 # The pipeline across ranks (kind pp): the language-model flags and its own.
 PP_TASKS  := $(shell awk '!/^\#/ && $$3 == "pp" {print $$1}' exercises.txt)
-GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS),$(DP_TASKS))
+# Sharded data parallel (kind zero): the language-model flags and --zero_stage.
+ZERO_TASKS := $(shell awk '!/^\#/ && $$3 == "zero" {print $$1}' exercises.txt)
+GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS) $(ZERO_TASKS),$(DP_TASKS))
 
 # The data-parallel exercises run WORLD local ranks; the global batch stays BATCH.
 WORLD  ?= 4
@@ -89,6 +91,7 @@ help:
 	  l == "ranks" ? "WORLD=4 local ranks" : "one process" }' exercises.txt
 	@echo "  task 1 runs on the fixtures (MODEL DATA LR EPOCHS BATCH SEQ SEED); dp DP_MODEL=gpt2 for GPT-2 small's shape;"
 	@echo "  pipeline: single stage, model parallel, pipeline; pp: PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe, WORLD=4 for data x pipeline"
+	@echo "  zero: ZERO_STAGE=1|2|3 (ZeRO-1, ZeRO-2, FSDP; default 3) on WORLD ranks, ZERO_STEPS steps of ZERO_BATCH pairs"
 	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s; figures 9 and 12")
 	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
@@ -185,6 +188,20 @@ $(PP_TASKS) $(call solutions_of,$(PP_TASKS)): fixtures
 	  --stages $(PP_STAGES) --micro_batches $(PP_MICRO) --schedule $(PP_SCHEDULE) \
 	  --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
 	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(PP_WORLD) --local_rank {rank} $(ARGS)
+
+# Sharded data parallel (zero) on WORLD local ranks: the GPT-2 of dp, ZERO_STEPS steps of a global
+# batch of ZERO_BATCH pairs (24: 1, 2, 3, 4, 6 and 8 ranks divide it) at ZERO_STAGE (1 ZeRO-1, 2
+# ZeRO-2, 3 FSDP); the run ends with what a rank held and sent (results.json's "sharding").
+# WORLD=3 pads every unit.
+ZERO_STAGE ?= 3
+ZERO_STEPS ?= 30
+ZERO_BATCH ?= 24
+$(ZERO_TASKS) $(call solutions_of,$(ZERO_TASKS)): fixtures
+	scripts/run_local_ranks.sh $(WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
+	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
+	  --global_batch_size $(ZERO_BATCH) --learning_rate $(GPT2_LR) --max_steps $(ZERO_STEPS) --no_eval --seed $(SEED) \
+	  --zero_stage $(ZERO_STAGE) --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
+	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(WORLD) --local_rank {rank} $(ARGS)
 
 # Tasks 2a, 2b and 3 on an emulated cluster (root: network namespaces whose links are
 # rate-limited in both directions; scripts/cluster_demo.sh): CLUSTER_RATES x CLUSTER_RANKS, a

@@ -9,12 +9,13 @@ class Zero1 final : public shard::ShardStrategy {
   explicit Zero1(const shard::ShardContext& context) : c_(context) {}
 
   void after_backward() override {
-    // BEGIN TODO(zero1_gradients): for each unit, lay its gradients end to end (flatten_gradients), reduce-scatter them with your ring, and put this rank's piece, divided by the world size, in the unit's shard gradients.
+    // BEGIN TODO(zero1_gradients): for each unit, lay its gradients end to end (flatten_gradients), reduce-scatter them with your ring, put this rank's piece, divided by the world size, in the unit's shard gradients, and free the flat copy (release_gradients): only one unit's copy at a time.
     for (shard::ShardUnit& unit : *c_.units) {
       shard::FlatParameters& flat = *unit.flat;
       flat.flatten_gradients();
       ring_reduce_scatter(flat.gradients(), *c_.group, "gradients " + unit.name);
       unit.shard_gradients.copy_(flat.shard(flat.gradients(), c_.group->rank())).div_(c_.group->size());
+      flat.release_gradients();
     }
     // END TODO
   }

@@ -69,7 +69,10 @@ class Zero1 final : public shard::ShardStrategy {
  public:
   explicit Zero1(const shard::ShardContext& context) : c_(context) {}
   void after_backward() override {
-    for (shard::ShardUnit& unit : *c_.units) reduce_unit(unit, *c_.group);
+    for (shard::ShardUnit& unit : *c_.units) {
+      reduce_unit(unit, *c_.group);
+      unit.flat->release_gradients();
+    }
   }
   void after_update() override { gather_all(c_); }
 

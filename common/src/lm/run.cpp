@@ -277,6 +277,18 @@ void print_throughput(const nlohmann::json& results, int micro_batches) {
                         pipeline::ideal_bubble_fraction(micro_batches, n));
   }
   fmt::print("{}\n", line);
+  if (results.contains("sharding")) {
+    // What sharding saved and what it cost on the wire (rank 0's; Note [Bytes of a sharded step]).
+    const auto& z = results.at("sharding");
+    const double mb = 1e-6, whole = z.value("whole_bytes", 0.0);
+    fmt::print("sharding: {} at {} ranks, rank 0 held at most {:.2f} MB of gradient and {:.2f} MB of parameters "
+               "(the model is {:.2f} MB), {:.2f} MB of AdamW state; sent {:.2f} MB a step ({:.2f} predicted: {} x "
+               "(N-1)/N of the model)\n",
+               z.value("strategy", std::string()), z.value("world_size", 1), mb * z.value("peak_gradient_bytes", 0.0),
+               mb * z.value("peak_parameter_bytes", 0.0), mb * whole, mb * z.value("optimizer_state_bytes", 0.0),
+               mb * z.value("bytes_sent_per_step", 0.0), mb * z.value("predicted_bytes_sent_per_step", 0.0),
+               z.value("stage", 1) == 3 ? 3 : 2);
+  }
 }
 
 }  // namespace

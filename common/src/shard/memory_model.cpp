@@ -137,14 +137,13 @@ RankMemory rank_memory(const ModelUnits& model, Stage stage, int world, int rank
     return m;
   }
   std::vector<ShardLayout> layouts;
-  int64_t padded = 0, real = 0, largest_piece = 0;
+  int64_t padded = 0, real = 0;
   for (int64_t n : model.numel) {
     const ShardLayout& layout = layouts.emplace_back(shard_layout(n, world));
     padded += layout.padded_numel();
     m.padding += layout.padding();
     m.shard_elements += layout.shard_numel();
     real += real_elements(layout, rank);
-    largest_piece = std::max(largest_piece, layout.shard_numel());
   }
   m.optimizer_state_bytes = kMomentBytes * real;
   m.gradient_piece_bytes = kFloatBytes * m.shard_elements;
@@ -152,11 +151,16 @@ RankMemory rank_memory(const ModelUnits& model, Stage stage, int world, int rank
   // rank it returns at once.
   const auto ring_piece = [&](const ShardLayout& layout) { return world > 1 ? kFloatBytes * layout.shard_numel() : 0; };
   if (stage == Stage::kZero1) {
-    // After backward every gradient exists, then each unit's flat copy is made and kept: the
-    // meter's sample after after_backward sees both; the ring's buffer comes and goes before it.
+    // After backward every gradient exists; then each unit's flat copy is made, reduced and
+    // freed in turn, one at a time with the ring's buffer. The meter samples at the hooks and
+    // after after_backward: the parameters' gradients alone.
     m.parameter_bytes = kFloatBytes * padded;
-    m.sampled_gradient_bytes = kFloatBytes * (parameters + padded);
-    m.gradient_bytes = m.sampled_gradient_bytes + (world > 1 ? kFloatBytes * largest_piece : 0);
+    m.sampled_gradient_bytes = kFloatBytes * parameters;
+    int64_t largest_copy = 0;
+    for (const ShardLayout& layout : layouts) {
+      largest_copy = std::max(largest_copy, kFloatBytes * layout.padded_numel() + ring_piece(layout));
+    }
+    m.gradient_bytes = m.sampled_gradient_bytes + largest_copy;
     return m;
   }
   // ZeRO-2 and FSDP: one unit's gradient at a time (backward finishes a unit before it starts

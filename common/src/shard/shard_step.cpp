@@ -65,6 +65,10 @@ train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& co
   return [&strategy, context, meter, after_reduce](train::TrainState& state, const train::StepInput& input) {
     state.module->train();
     const int rank = context.group->rank();
+    // What the ranks wait for: every receive and all-reduce of the step (FSDP's gathers in the
+    // forward, ZeRO-2's reductions inside backward, ZeRO-1's after it), from the kit's log.
+    const dist::CommLog& log = context.group->log();
+    const double waited_before = log.seconds("recv") + log.seconds("all_reduce");
     const torch::Tensor loss = reading_freed_units("forward", rank, [&] { return state.loss(*input.batch); });
     if (meter) meter->arm();
     strategy.before_backward();
@@ -73,14 +77,8 @@ train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& co
       return 0;
     });
     train::StepResult result;
-    {
-      // What the ranks wait for: the strategy's collectives (overlap is FSDP's stretch, measured
-      // on the timeline, not here).
-      const auto start = std::chrono::steady_clock::now();
-      strategy.after_backward();
-      if (meter) meter->sample();
-      result.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
+    strategy.after_backward();
+    if (meter) meter->sample();
     if (after_reduce) after_reduce(input);
     {
       RECORD_USER_SCOPE(report::kUpdateScope);
@@ -90,6 +88,7 @@ train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& co
     }
     strategy.after_update();
     state.module->zero_grad(/*set_to_none=*/true);
+    result.comm_seconds = log.seconds("recv") + log.seconds("all_reduce") - waited_before;
     result.loss = loss.item<float>();
     return result;
   };

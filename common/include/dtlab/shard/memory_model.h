@@ -7,15 +7,16 @@
 // Note [Memory model]: fp32 throughout (4 bytes an element) and AdamW (two moments, 8 bytes an
 // element). Per element of the model, for large N:
 //   one process (DDP)  4 values + 4 gradient + 8 moments                                = 16
-//   ZeRO-1             4 values + 4 gradient + 4 its flat copy + 4/N piece + 8/N        = 12 + 12/N
+//   ZeRO-1             4 values + 4 gradient + 4/N piece + 8/N = 8 + 12/N, plus the largest
+//                      unit's flat copy and a piece of it while that unit is reduced
 //   ZeRO-2             4 values + 4/N piece + 8/N, plus the largest unit's gradient twice and a
 //                      piece of it at once (the parameters' own, the flat copy, the ring's buffer)
 //   FSDP               4/N values + 4/N piece + 8/N, plus the units gathered at once and ZeRO-2's
 //                      largest unit's gradient
-// Why these and not the textbook's 4 + 4 + 8/N (ZeRO-1): the kit's reference reduce-scatters a
-// flat copy of each unit's gradients (FlatParameters::flatten_gradients) while the parameters'
-// own gradients still exist, and ZeRO-1 keeps that copy for the next step; every ZeRO stage keeps
-// its averaged piece of each unit's gradient (ShardUnit::shard_gradients) for the optimiser.
+// Beside the textbook's 4 + 4 + 8/N (ZeRO-1): the kit's reference reduce-scatters a flat copy of
+// each unit's gradients (FlatParameters::flatten_gradients) while the parameters' own gradients
+// still exist, one unit at a time, freed once its piece is taken; every ZeRO stage keeps its
+// averaged piece of each unit's gradient (ShardUnit::shard_gradients) for the optimiser.
 // Pieces are padded (shard_layout: a unit of n elements is N * ceil(n / N)); the padding is held
 // in every whole buffer and in the last ranks' pieces, but has no moments (the optimiser's
 // parameters are the real elements of a piece), so rank 0 holds the most moments.
