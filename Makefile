@@ -92,7 +92,7 @@ help:
 	@echo "  task 1 runs on the fixtures (MODEL DATA LR EPOCHS BATCH SEQ SEED); dp DP_MODEL=gpt2 for GPT-2 small's shape;"
 	@echo "  pipeline: single stage, model parallel, pipeline; pp: PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe, WORLD=4 for data x pipeline"
 	@echo "  zero: ZERO_STAGE=1|2|3 (ZeRO-1, ZeRO-2, FSDP; default 3) on WORLD ranks, ZERO_STEPS steps of ZERO_BATCH pairs"
-	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s; figures 9 and 12")
+	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s$(comma) dp and zero's stages on 4 hosts at every rate; figures 9$(comma) 12 and 14")
 	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
 	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
@@ -206,7 +206,8 @@ $(ZERO_TASKS) $(call solutions_of,$(ZERO_TASKS)): fixtures
 # Tasks 2a, 2b and 3 on an emulated cluster (root: network namespaces whose links are
 # rate-limited in both directions; scripts/cluster_demo.sh): CLUSTER_RATES x CLUSTER_RANKS, a
 # BERT of 5 BERT-base layers on a short sequence and a small batch, so that the network decides;
-# then dp at 1, 2, 4 hosts and pp at 2 and 4 hosts (one stage each) at the first rate.
+# then dp at 1, 2, 4 hosts and pp at 2 and 4 hosts (one stage each) at the first rate, and dp and
+# zero at ZeRO-1, ZeRO-2 and FSDP on 4 hosts at every rate.
 CLUSTER_RATES ?= 1gbit 2500mbit 10gbit unlimited
 CLUSTER_RANKS ?= 4 2
 CLUSTER_STEPS ?= 6

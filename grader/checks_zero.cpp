@@ -28,6 +28,8 @@ constexpr int kGlobalBatch = 12;  // divides by 2 and 3
 constexpr int kLossSteps = 20;
 constexpr int kWorld = 3;          // GPT-2's units do not divide by 3: every stage pads
 constexpr double kTrafficSlack = 0.01;
+constexpr int kScalingSteps = 3;
+constexpr int kScalingWorlds[] = {1, 2, 4};
 
 std::string stage_name(int stage) { return stage == 1 ? "ZeRO-1" : stage == 2 ? "ZeRO-2" : "FSDP"; }
 
@@ -230,6 +232,43 @@ Verdict traffic(Runner& runner, const std::string& e) {
                                        "2(N-1)/N becomes 3(N-1)/N", e, kWorld, kLossSteps, summary)};
 }
 
+// Each stage at 1, 2 and 4 ranks for a few steps: what a rank holds (results.json's "sharding",
+// every tensor's storage included) and sends, for the report's figure against the memory model.
+// It fails when a run fails or does not say what it held, never on the figures (the memory check
+// grades them).
+RunRequest scaling_request(const std::string& e, int stage, int world) {
+  std::vector<std::string> flags = lm_equivalence_flags(kScalingSteps);
+  flags.insert(flags.end(), {"--global_batch_size", "8", "--zero_stage", std::to_string(stage)});
+  return {fmt::format("{}-scaling-stage{}-w{}", e, stage, world), e, "zero-scaling", world, flags, false};
+}
+
+Verdict scaling(Runner& runner, const std::string& e) {
+  Verdict failure;
+  std::string summary;
+  for (const int stage : {1, 2, 3}) {
+    summary += fmt::format("\n  {}:", stage_name(stage));
+    for (const int world : kScalingWorlds) {
+      const RunRequest request = scaling_request(e, stage, world);
+      const Run& run = runner.run(request);
+      if (run.failure) return *run.failure;
+      const nlohmann::json* s = sharding(run, describe(request), &failure);
+      if (!s) return failure;
+      if (bytes_of(*s, "peak_tensor_bytes") <= 0) {
+        return {Status::kError, fmt::format("{}: results.json's sharding has no peak_tensor_bytes (the kit's meter "
+                                            "of every tensor: is the kit's driver in use?)", describe(request))};
+      }
+      summary += fmt::format(" {} rank{} {:.2f} MB (optimiser {:.2f}, gradient {:.2f}, parameters {:.2f});", world,
+                             world == 1 ? "" : "s", 1e-6 * static_cast<double>(bytes_of(*s, "peak_tensor_bytes")),
+                             1e-6 * static_cast<double>(bytes_of(*s, "optimizer_state_bytes")),
+                             1e-6 * static_cast<double>(bytes_of(*s, "peak_gradient_bytes")),
+                             1e-6 * static_cast<double>(bytes_of(*s, "peak_parameter_bytes")));
+    }
+  }
+  return {Status::kPassed, fmt::format("{}: every stage at 1, 2 and 4 ranks, {} steps, rank 0's peak of all its "
+                                       "tensors (the parts each at its own peak):{}\n  `grader report` draws them "
+                                       "against the memory model (shard/memory_model.h)", e, kScalingSteps, summary)};
+}
+
 }  // namespace zero_check
 
 std::vector<CheckSpec> zero_checks(const std::string& e) {
@@ -254,6 +293,8 @@ std::vector<CheckSpec> zero_checks(const std::string& e) {
                     [e](Runner& r) { return c::memory(r, e); }});
   checks.push_back({e, "traffic", "each rank sends the rings' bytes per step: 2(N-1)/N of the model for ZeRO-1 and "
                                   "2, 3(N-1)/N for FSDP (3 ranks)", 2, [e](Runner& r) { return c::traffic(r, e); }});
+  checks.push_back({e, "scaling", "runs every stage at 1, 2 and 4 ranks and records what rank 0 held (the report's "
+                                  "memory figure)", 1, [e](Runner& r) { return c::scaling(r, e); }});
   return checks;
 }
 

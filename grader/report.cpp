@@ -335,7 +335,8 @@ std::vector<std::string> figure_exercises(const std::string& figure) {
       {"dp_scaling", {"dp"}},        {"dp_epochs", {"dp"}},
       {"pipeline_modes", {"pipeline"}}, {"pipeline_timeline", {"pipeline"}},
       {"pp_timeline", {"pp"}},       {"pp_schedules", {"pp"}},
-      {"cluster", {}},               {"cluster_lm", {}}};
+      {"zero_memory", {"zero"}},     {"cluster", {}},               {"cluster_lm", {}},
+      {"cluster_zero", {}}};
   const auto it = kExercises.find(figure);
   if (it == kExercises.end()) throw Error("report: figure " + figure + " names no exercises (report.cpp)");
   return it->second;
@@ -382,14 +383,15 @@ ReportSummary render_report(const ReportOptions& options) {
   report.scores = score_table(folder, report.score, notes);
 
   Plotter plotter{options, out_dir, notes, summary.figures};
-  Table timing, traffic, sweep, dp_scaling, pipeline_modes, cluster, cluster_lm;
+  Table timing, traffic, sweep, dp_scaling, pipeline_modes, cluster, cluster_lm, zero_memory, cluster_zero;
   const std::vector<Figure> figures = {
       timing_figure(folder, pv, plotter, timing), loss_figure(folder, pv, plotter),
       traffic_figure(folder, pv, plotter, traffic), sweep_figure(folder, pv, plotter, sweep),
       dp_scaling_figure(folder, pv, plotter, dp_scaling), dp_epochs_figure(folder, pv, plotter),
       pipeline_modes_figure(folder, pv, plotter, pipeline_modes), pipeline_timeline_figure(folder, pv, plotter),
       cluster_figure(folder, pv, plotter, cluster), pp_timeline_figure(folder, pv, plotter),
-      pp_schedules_figure(folder, pv, plotter), cluster_lm_figure(folder, pv, plotter, cluster_lm)};
+      pp_schedules_figure(folder, pv, plotter), cluster_lm_figure(folder, pv, plotter, cluster_lm),
+      zero_memory_figure(folder, pv, plotter, zero_memory), cluster_zero_figure(folder, pv, plotter, cluster_zero)};
   for (const Figure& fig : figures) {
     if (!fig.missing.empty()) {
       // An earlier report's figure must not pass for this one's.
@@ -404,7 +406,7 @@ ReportSummary render_report(const ReportOptions& options) {
     }
     report.figures.push_back(fig);
   }
-  for (Table* t : {&timing, &traffic, &sweep, &dp_scaling, &pipeline_modes, &cluster, &cluster_lm})
+  for (Table* t : {&timing, &traffic, &sweep, &dp_scaling, &pipeline_modes, &cluster, &cluster_lm, &zero_memory, &cluster_zero})
     if (!t->rows.empty()) {
       t->title = fmt::format("Table {}. {}", report.tables.size() + 1, t->title);
       report.tables.push_back(*t);

@@ -236,4 +236,89 @@ Figure cluster_lm_figure(const Folder& f, const Provenance& pv, Plotter& plotter
   return fig;
 }
 
+// Figure 14: sharding on the same emulated hosts. dp and the zero reference at ZeRO-1, ZeRO-2 and
+// FSDP on 4 hosts at every rate: time per step against the link rate beside "compute (the
+// unlimited run's step) + predicted bytes / rate", and rank 0's bytes per step predicted (the
+// rings', Note [Bytes of a sharded step]) and measured on its eth0.
+Figure cluster_zero_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table) {
+  namespace c = cluster_figure_parts;
+  Figure fig{14, "cluster_zero", "Sharding on an emulated cluster: time per step against the link rate"};
+  std::map<std::string, std::map<std::string, const Run*>> runs;  // series -> rate -> run
+  int hosts = 0;
+  for (const Run& r : f.runs) {
+    if (r.purpose != "cluster-zero" || !number(r.results, {"timing", "mean_seconds"})) continue;
+    const auto stage = number(r.results, {"sharding", "stage"});
+    if (r.exercise != "dp" && !stage) continue;
+    const std::string series = !stage ? "dp" : *stage == 1 ? "ZeRO-1" : *stage == 2 ? "ZeRO-2" : "FSDP";
+    runs[series][text(r.record, {"rate"}, "?")] = &r;
+    hosts = r.world;
+  }
+  if (runs.empty()) {
+    fig.missing = "no emulated-cluster runs of zero (purpose \"cluster-zero\"): `sudo make cluster-demo` makes them";
+    return fig;
+  }
+  // dp's all-reduce sends what ZeRO-1's two rings send, less the padding: ZeRO-1's prediction.
+  std::map<std::string, double> predicted;  // series -> bytes per step
+  for (const auto& [series, by_rate] : runs) {
+    for (const auto& [rate, r] : by_rate) {
+      if (const auto p = number(r->results, {"sharding", "predicted_bytes_sent_per_step"})) predicted[series] = *p;
+    }
+  }
+  if (predicted.count("ZeRO-1")) predicted["dp"] = predicted["ZeRO-1"];
+  table = {"dp and zero on emulated hosts (scripts/cluster_demo.sh)",
+           {"series", "hosts", "link", "s / step", "model s / step", "step / model", "rank 0 MB/step predicted",
+            "measured on eth0", "run"},
+           "lrlrrrrrl", {}};
+  const std::vector<std::string> order = {"dp", "ZeRO-1", "ZeRO-2", "FSDP"};
+  std::string data = "# Figure 14, one index per series (dp, ZeRO-1, ZeRO-2, FSDP), one row per limited rate:\n"
+                     "# gbit_per_s seconds_per_step model_seconds predicted_MB measured_MB  (run)\n";
+  std::string series_list, agreement;
+  for (const std::string& series : order) {
+    if (!runs.count(series)) continue;
+    series_list += (series_list.empty() ? "" : " ") + series;
+    const auto& by_rate = runs.at(series);
+    const Run* unlimited = by_rate.count("unlimited") ? by_rate.at("unlimited") : nullptr;
+    const double bytes = predicted.count(series) ? predicted.at(series) : 0.0;
+    data += fmt::format("# {}\n", series);
+    // In rate order (the map orders the names as text).
+    std::vector<std::pair<double, const Run*>> limited;
+    for (const auto& [rate, r] : by_rate) {
+      if (const auto g = c::gbit(rate)) limited.emplace_back(*g, r);
+    }
+    std::sort(limited.begin(), limited.end());
+    for (const auto& [g, r] : limited) {
+      const double step = number(r->results, {"timing", "mean_seconds"}).value();
+      const double measured = number(r->results, {"timing", "mean_tx_bytes"}).value_or(NAN);
+      double model = NAN;
+      if (unlimited) model = number(unlimited->results, {"timing", "mean_seconds"}).value() + bytes / (g * 1e9 / 8 * c::kPayloadShare);
+      data += fmt::format("{:g} {:.4f} {:.4f} {:.4f} {:.4f}  # runs/{}\n", g, step, model, bytes / 1e6, measured / 1e6, r->id);
+      table.rows.push_back({series, std::to_string(r->world), text(r->record, {"rate"}, "?"), fmt::format("{:.3f}", step),
+                            std::isnan(model) ? "-" : fmt::format("{:.3f}", model),
+                            std::isnan(model) ? "-" : fmt::format("{:.2f}", step / model), fmt::format("{:.2f}", bytes / 1e6),
+                            std::isnan(measured) ? "-" : fmt::format("{:.2f}", measured / 1e6), r->id});
+      if (!std::isnan(model)) {
+        agreement += fmt::format("{}{} at {:g} Gbit/s {:.3f} s against {:.3f} s", agreement.empty() ? "" : "; ", series, g,
+                                 step, model);
+      }
+    }
+    if (unlimited) {
+      table.rows.push_back({series, std::to_string(unlimited->world), "unlimited",
+                            fmt::format("{:.3f}", number(unlimited->results, {"timing", "mean_seconds"}).value()), "-", "-",
+                            fmt::format("{:.2f}", bytes / 1e6), "-", unlimited->id});
+    }
+    data += "\n\n";
+  }
+  fig.provenance = pv.line({hosts});
+  plotter.plot(fig, data, {"series=" + gp_string(series_list)});
+  fig.caption = fmt::format(
+      "dp and the zero reference (gpt2-mini, 8 pairs per host) on {} network-namespace hosts of this machine (sudo "
+      "make cluster-demo). Left: seconds per step against the link rate, measured (solid) and modelled (dashed) as "
+      "the unlimited run's step plus rank 0's predicted bytes / rate ({:.0f}% of the rate payload). Right: rank 0's "
+      "bytes per step at each rate, predicted (the rings': 2(N-1)/N of the padded model for ZeRO-1 and 2, 3(N-1)/N "
+      "for FSDP; dp's all-reduce as ZeRO-1's, less the padding) and measured on its eth0 (TCP/IP headers and the "
+      "step's scalar all-reduces besides). {}.",
+      hosts, 100 * c::kPayloadShare, agreement.empty() ? "No rate-limited run with its unlimited twin" : agreement);
+  return fig;
+}
+
 }  // namespace dtlab::grader::report_parts

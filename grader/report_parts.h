@@ -23,7 +23,7 @@ inline const std::vector<std::string> kTimedExercises = {"task2a", "task2b", "ta
 inline const std::set<std::string> kPurposes = {"timing", "losses", "reference", "bucket-sweep", "traffic",
                                                 "dp-timing-weak", "dp-timing-strong", "dp-learning",
                                                 "pipeline-timing", "pp-timing", "cluster", "cluster-dp",
-                                                "cluster-pp"};
+                                                "cluster-pp", "zero-scaling", "cluster-zero"};
 
 // Reading JSON leniently: a missing field is reported by the caller, never a crash.
 const json* find(const json& j, std::initializer_list<const char*> keys);
@@ -118,5 +118,7 @@ Figure pp_schedules_figure(const Folder& f, const Provenance& pv, Plotter& plott
 // The GPT-2 exercises on the emulated cluster (report_figures_cluster.cpp).
 Figure cluster_lm_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure cluster_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
+Figure zero_memory_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
+Figure cluster_zero_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 
 }  // namespace dtlab::grader::report_parts

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The lesson of tasks 2a, 2b and 3 on an emulated cluster, then the GPT-2 exercises dp and pp:
+# The lesson of tasks 2a, 2b and 3 on an emulated cluster, then the GPT-2 exercises dp, pp and zero:
 # the three ways of synchronising gradients timed on N network-namespace hosts of this machine
 # (scripts/netns_hosts.sh) whose links are rate-limited in both directions, at several link rates
 # and world sizes, with a BERT sized so that communication is a real part of a step (the model,
@@ -15,9 +15,9 @@
 # (each rank's log, output/results.json, run.json with the rate) and cluster-fixtures/ (the
 # model: BERT-base's width, 5 layers, the fixture's 662 words, sequence 8, global batch 8), and
 # runs/cluster-dp-<rate>-w<N>/, runs/cluster-pp-<rate>-w<N>/ (gpt2-mini on the translation
-# fixture; figure 12).
+# fixture; figure 12), runs/cluster-zero-<dp|1|2|3>-<rate>-w4/ (sharding; figure 14).
 # Prints one line per run: seconds per step, of it waiting for gradients; then, when DIR holds
-# a grading (make demo), renders its report again, with figures 9 and 12 from these runs. The hosts are
+# a grading (make demo), renders its report again, with figures 9, 12 and 14 from these runs. The hosts are
 # always torn down: at the end, on failure, on Ctrl-C or SIGTERM (and leftovers of a killed
 # earlier run are removed first).
 set -euo pipefail
@@ -154,6 +154,18 @@ for world in 2 4; do
   for rate in "$lm_rate" unlimited; do
     run_on_hosts "cluster-pp-$rate-w$world" pp cluster-pp "$world" "$rate" "${lm_flags[@]}" --stages "$world" \
       --micro_batches 8 --schedule 1f1b --batch_size 32
+  done
+done
+
+# Sharding (figure 14): dp and the zero reference at ZeRO-1, ZeRO-2 and FSDP on 4 hosts at every
+# rate, 8 pairs per host: ZeRO-1 and 2 send what dp's all-reduce sends, FSDP 1.5 times that
+# (Note [Bytes of a sharded step], lm/zero_step.cpp), so the link rate at which FSDP's memory
+# starts costing time shows. Each rank's bytes are measured on its eth0.
+for rate in $rates; do
+  run_on_hosts "cluster-zero-dp-$rate-w4" dp cluster-zero 4 "$rate" "${lm_flags[@]}" --global_batch_size 32
+  for stage in 1 2 3; do
+    run_on_hosts "cluster-zero-$stage-$rate-w4" zero cluster-zero 4 "$rate" "${lm_flags[@]}" --global_batch_size 32 \
+      --zero_stage "$stage"
   done
 done
 

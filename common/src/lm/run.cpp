@@ -22,6 +22,7 @@
 #include "dtlab/lm/loss.h"
 #include "dtlab/lm/model.h"
 #include "dtlab/lm/zero_step.h"
+#include "dtlab/report/tensor_bytes.h"
 #include "dtlab/pipeline/gpt2_layout.h"
 #include "dtlab/pipeline/stage_schedule.h"
 #include "dtlab/pipeline/timeline.h"
@@ -303,6 +304,8 @@ RankShare equal_shares(const train::Dataset& all, const dist::Group& group, int6
 }
 
 int run_lm(const LmOptions& o, const LmExercise& ex) {
+  // A sharded run measures every tensor it holds (the zero exercise's memory), from the start.
+  if (ex.sharded) report::TensorBytes::install();
   // Who this process is. Flags are checked before any rank waits for another.
   const bool ranks = ex.data_parallel || ex.stage_ranks;
   train::Run run = train::plan_run(ex.name, ranks ? &o.launch : nullptr);

@@ -76,6 +76,8 @@ class ShardedTrainer {
   bool stage_hooks_on_ = true;
   int64_t peak_parameter_bytes_ = 0;
   int64_t steps_ = 0;
+  int64_t peak_tensor_bytes_ = 0, resident_tensor_bytes_ = 0;  // Note [Counting allocator]
+
 };
 
 }  // namespace dtlab::lm

@@ -1,0 +1,36 @@
+// The bytes of every CPU tensor's storage a process holds, counted where LibTorch allocates them:
+// what the process's tensors take at its peak, parameters, gradients, optimiser state,
+// activations and communication buffers together (the zero exercise's figure of what a rank holds
+// beside the parts the kit measures one by one). Neither the allocator's caching nor the memory of
+// the communication library (Gloo's own buffers) is in it: it is the tensors' storage, not the
+// process's resident set.
+//
+// Note [Counting allocator]: LibTorch takes CPU memory from the allocator of the highest priority
+// given to c10::SetCPUAllocator. The meter wraps the one in place (the default) at a higher
+// priority: each allocation is the wrapped allocator's, with a small record of its size whose
+// deleter subtracts it. Storage allocated before install() is not counted (install it before the
+// model is built). Process-wide, for the rest of the process: there is one CPU allocator.
+#pragma once
+
+#include <cstdint>
+
+namespace dtlab::report {
+
+class TensorBytes {
+ public:
+  // The process's meter; the first call installs it (later calls return the same).
+  static TensorBytes& install();
+  // nullptr until install().
+  static TensorBytes* installed();
+
+  int64_t current() const;  // bytes of storage alive now
+  int64_t peak() const;     // the most alive at once since the last reset_peak (or install)
+  void reset_peak();        // peak := current
+
+  virtual ~TensorBytes() = default;
+
+ protected:
+  TensorBytes() = default;
+};
+
+}  // namespace dtlab::report
