@@ -163,6 +163,20 @@ std::optional<RunRequest> gpt2_reference_request(Runner& runner, const ReadExamp
                     true};
 }
 
+std::optional<StepOneDumps> gpt2_step_one_dumps(Runner& runner, const Run& run, int world, Verdict* failure) {
+  if (run.failure) {
+    *failure = *run.failure;
+    return std::nullopt;
+  }
+  const std::optional<ReadExamples> read = read_examples(run, world, failure);
+  if (!read) return std::nullopt;
+  const std::optional<RunRequest> reference = gpt2_reference_request(runner, *read, 1, failure);
+  if (!reference) return std::nullopt;
+  const Run* ref = kit_run(runner, *reference, failure);
+  if (!ref) return std::nullopt;
+  return StepOneDumps{load_dumps(run.dump_dir, world), load_dumps(ref->dump_dir, 1).at(0)};
+}
+
 std::string scale_hint(double factor, int world, const std::string& reference) {
   if (std::abs(factor - world) < 0.05 * world) {
     return fmt::format("They are {:.2f} times {}: the sum over {} ranks was not divided by the world size.", factor,

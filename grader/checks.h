@@ -84,6 +84,14 @@ struct TrainOrder {
   int64_t global_batch = 0;
 };
 std::optional<TrainOrder> union_order(const Runner& runner, const ReadExamples& read, int steps, Verdict* failure);
+// Step 1's gradients: the dumps of `run`'s `world` ranks and the kit's single-process dump of one
+// step on the examples they read (gpt2_reference_request); nullopt and the verdict when the run,
+// its dumps or the reference failed.
+struct StepOneDumps {
+  std::vector<io::TensorMap> ranks;
+  io::TensorMap full;
+};
+std::optional<StepOneDumps> gpt2_step_one_dumps(Runner& runner, const Run& run, int world, Verdict* failure);
 // The kit's single-process GPT-2 run (lm_equivalence_flags) on the examples the ranks read in
 // `steps` steps (union_order): what dp's and zero's gradients and losses are compared with.
 std::optional<RunRequest> gpt2_reference_request(Runner& runner, const ReadExamples& read, int steps,

@@ -165,15 +165,10 @@ Verdict gradients(Runner& runner, const std::string& e) {
   // Step 1 is what the dumps hold: the partition check's one-step run, and one step of the kit's
   // on the examples the ranks read.
   const Run& run = runner.run(dp_request(e, kWorld, "partition", 1, kSeed));
-  if (run.failure) return *run.failure;
-  const std::optional<ReadExamples> read = read_examples(run, kWorld, &failure);
-  if (!read) return failure;
-  const std::optional<RunRequest> reference = gpt2_reference_request(runner, *read, 1, &failure);
-  if (!reference) return failure;
-  const Run* ref = kit_run(runner, *reference, &failure);
-  if (!ref) return failure;
-  const auto dumps = load_dumps(run.dump_dir, kWorld);
-  const auto full = load_dumps(ref->dump_dir, 1).at(0);
+  const std::optional<StepOneDumps> step_one = gpt2_step_one_dumps(runner, run, kWorld, &failure);
+  if (!step_one) return failure;
+  const auto& dumps = step_one->ranks;
+  const auto& full = step_one->full;
   const std::string what = fmt::format("{} at {} ranks", e, kWorld);
   const Difference against_full = compare_tensors(dumps[0], full, "grad.");
   if (!against_full.missing.empty()) {

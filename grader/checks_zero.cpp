@@ -57,19 +57,24 @@ const nlohmann::json* sharding(const Run& run, const std::string& who, Verdict* 
 
 int64_t bytes_of(const nlohmann::json& s, const char* key) { return s.value(key, int64_t{0}); }
 
+// The "sharding" section of the losses run of `stage` at 3 ranks (what the memory and traffic
+// checks read), or nullptr and the verdict.
+const nlohmann::json* losses_run_sharding(Runner& runner, const std::string& e, int stage, Verdict* failure) {
+  const Run& run = runner.run(zero_request(e, stage, kWorld, kLossSteps));
+  if (run.failure) {
+    *failure = *run.failure;
+    return nullptr;
+  }
+  return sharding(run, what(e, stage, kWorld), failure);
+}
+
 Verdict gradients(Runner& runner, const std::string& e, int stage) {
   Verdict failure;
   const RunRequest request = zero_request(e, stage, kWorld, 1);
-  const Run& run = runner.run(request);
-  if (run.failure) return *run.failure;
-  const std::optional<ReadExamples> read = read_examples(run, kWorld, &failure);
-  if (!read) return failure;
-  const std::optional<RunRequest> reference = gpt2_reference_request(runner, *read, 1, &failure);
-  if (!reference) return failure;
-  const Run* ref = kit_run(runner, *reference, &failure);
-  if (!ref) return failure;
-  const auto dumps = load_dumps(run.dump_dir, kWorld);
-  const auto full = load_dumps(ref->dump_dir, 1).at(0);
+  const std::optional<StepOneDumps> step_one = gpt2_step_one_dumps(runner, runner.run(request), kWorld, &failure);
+  if (!step_one) return failure;
+  const auto& dumps = step_one->ranks;
+  const auto& full = step_one->full;
   const std::string who = what(e, stage, kWorld);
   const Difference d = compare_tensors(dumps.at(0), full, "grad.");
   if (!d.missing.empty()) {
@@ -158,10 +163,8 @@ Verdict memory(Runner& runner, const std::string& e) {
   std::string summary;
   int64_t whole = 0;
   for (const int stage : {1, 2, 3}) {
-    const Run& run = runner.run(zero_request(e, stage, kWorld, kLossSteps));
-    if (run.failure) return *run.failure;
     const std::string who = what(e, stage, kWorld);
-    const nlohmann::json* s = sharding(run, who, &failure);
+    const nlohmann::json* s = losses_run_sharding(runner, e, stage, &failure);
     if (!s) return failure;
     const UnitBytes u = unit_bytes(*s);
     whole = u.whole;
@@ -203,10 +206,8 @@ Verdict traffic(Runner& runner, const std::string& e) {
   Verdict failure;
   std::string summary;
   for (const int stage : {1, 2, 3}) {
-    const Run& run = runner.run(zero_request(e, stage, kWorld, kLossSteps));
-    if (run.failure) return *run.failure;
     const std::string who = what(e, stage, kWorld);
-    const nlohmann::json* s = sharding(run, who, &failure);
+    const nlohmann::json* s = losses_run_sharding(runner, e, stage, &failure);
     if (!s) return failure;
     const double sent = s->value("bytes_sent_per_step", 0.0), predicted = s->value("predicted_bytes_sent_per_step", 0.0);
     const double whole = static_cast<double>(bytes_of(*s, "whole_bytes"));

@@ -20,13 +20,13 @@ class Fsdp final : public shard::ShardStrategy {
   }
 
   void before_stage(int64_t stage) override {
-    // BEGIN TODO(fsdp_forward): gather every unit this stage reads (unless it is gathered already).
+    // BEGIN TODO(zero): gather every unit this stage reads (unless it is gathered already).
     for (size_t u : c_.stage_units[static_cast<size_t>(stage)]) gather(u);
     // END TODO
   }
 
   void after_stage(int64_t stage, const torch::Tensor& output) override {
-    // BEGIN TODO(fsdp_after_forward): free the units no later stage of the forward reads; and when the output takes part in backward, hang a hook on it that gathers this stage's units again before the stage's backward runs.
+    // BEGIN TODO(zero): free the units no later stage of the forward reads; and when the output takes part in backward, hang a hook on it that gathers this stage's units again before the stage's backward runs.
     const std::vector<size_t>& units = c_.stage_units[static_cast<size_t>(stage)];
     for (size_t u : units) {
       if (last_stage_[u] == stage) release(u);
@@ -45,7 +45,7 @@ class Fsdp final : public shard::ShardStrategy {
 
   // Called by the kit's hooks, during backward, once every parameter of `unit` has its gradient.
   void unit_ready(shard::ShardUnit& unit) {
-    // BEGIN TODO(fsdp_backward): as ZeRO-2, reduce-scatter the unit's gradient into its shard gradients (averaged) and free it; then free the unit's parameters too.
+    // BEGIN TODO(zero): as ZeRO-2, reduce-scatter the unit's gradient into its shard gradients (averaged) and free it; then free the unit's parameters too.
     shard::FlatParameters& flat = *unit.flat;
     flat.flatten_gradients();
     ring_reduce_scatter(flat.gradients(), *c_.group, "gradients " + unit.name);
@@ -67,7 +67,7 @@ class Fsdp final : public shard::ShardStrategy {
   // gathered around the ring.
   void gather(size_t u) {
     if (gathered_[u]) return;
-    // BEGIN TODO(fsdp_gather): allocate the unit's values, copy this rank's piece (shard_values) into its place, and all-gather with your ring.
+    // BEGIN TODO(zero): allocate the unit's values, copy this rank's piece (shard_values) into its place, and all-gather with your ring.
     shard::ShardUnit& unit = (*c_.units)[u];
     unit.flat->allocate_values();
     unit.flat->shard(unit.flat->values(), c_.group->rank()).copy_(unit.shard_values);

@@ -47,7 +47,7 @@ void check_divides(const torch::Tensor& flat, const dist::Group& group, const ch
 void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
   check_divides(flat, group, "ring_reduce_scatter");
   if (group.size() == 1) return;
-  // BEGIN TODO(ring_reduce_scatter): N-1 steps; at step s send piece rank-s-1 to the next rank, receive piece rank-s-2 from the previous one and add it to yours. After the last step piece `rank` is the sum over every rank.
+  // BEGIN TODO(zero): N-1 steps; at step s send piece rank-s-1 to the next rank, receive piece rank-s-2 from the previous one and add it to yours. After the last step piece `rank` is the sum over every rank.
   const int world = group.size(), rank = group.rank();
   torch::Tensor incoming = torch::empty_like(piece(flat, 0, world));
   for (int s = 0; s < world - 1; ++s) {
@@ -63,7 +63,7 @@ void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::str
 void ring_all_gather(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
   check_divides(flat, group, "ring_all_gather");
   if (group.size() == 1) return;
-  // BEGIN TODO(ring_all_gather): N-1 steps; at step s send piece rank-s (yours first, then the one received at the step before) to the next rank and receive piece rank-s-1 from the previous one into its place.
+  // BEGIN TODO(zero): N-1 steps; at step s send piece rank-s (yours first, then the one received at the step before) to the next rank and receive piece rank-s-1 from the previous one into its place.
   const int world = group.size(), rank = group.rank();
   for (int s = 0; s < world - 1; ++s) {
     torch::Tensor into = piece(flat, rank - s - 1, world);

@@ -9,7 +9,7 @@ class Zero1 final : public shard::ShardStrategy {
   explicit Zero1(const shard::ShardContext& context) : c_(context) {}
 
   void after_backward() override {
-    // BEGIN TODO(zero1_gradients): for each unit, lay its gradients end to end (flatten_gradients), reduce-scatter them with your ring, put this rank's piece, divided by the world size, in the unit's shard gradients, and free the flat copy (release_gradients): only one unit's copy at a time.
+    // BEGIN TODO(zero): for each unit, lay its gradients end to end (flatten_gradients), reduce-scatter them with your ring, put this rank's piece, divided by the world size, in the unit's shard gradients, and free the flat copy (release_gradients): only one unit's copy at a time.
     for (shard::ShardUnit& unit : *c_.units) {
       shard::FlatParameters& flat = *unit.flat;
       flat.flatten_gradients();
@@ -21,7 +21,7 @@ class Zero1 final : public shard::ShardStrategy {
   }
 
   void after_update() override {
-    // BEGIN TODO(zero1_parameters): every rank updated only its piece of each unit's flat.values(): all-gather the pieces.
+    // BEGIN TODO(zero): every rank updated only its piece of each unit's flat.values(): all-gather the pieces.
     for (shard::ShardUnit& unit : *c_.units) ring_all_gather(unit.flat->values(), *c_.group, "parameters " + unit.name);
     // END TODO
   }

@@ -14,7 +14,7 @@ class Zero2 final : public shard::ShardStrategy {
 
   // Called by the kit's hooks, during backward, once every parameter of `unit` has its gradient.
   void unit_ready(shard::ShardUnit& unit) {
-    // BEGIN TODO(zero2_unit): the unit's gradients end to end, reduce-scattered with your ring, this rank's piece divided by the world size into the unit's shard gradients; then free the unit's whole gradient (release_gradients, and every parameter's grad set to none) so that no rank holds the model's.
+    // BEGIN TODO(zero): the unit's gradients end to end, reduce-scattered with your ring, this rank's piece divided by the world size into the unit's shard gradients; then free the unit's whole gradient (release_gradients, and every parameter's grad set to none) so that no rank holds the model's.
     shard::FlatParameters& flat = *unit.flat;
     flat.flatten_gradients();
     ring_reduce_scatter(flat.gradients(), *c_.group, "gradients " + unit.name);
@@ -28,7 +28,7 @@ class Zero2 final : public shard::ShardStrategy {
 
 
   void after_update() override {
-    // BEGIN TODO(zero2_parameters): as in ZeRO-1, every rank updated only its pieces: all-gather every unit's.
+    // BEGIN TODO(zero): as in ZeRO-1, every rank updated only its pieces: all-gather every unit's.
     for (shard::ShardUnit& unit : *c_.units) ring_all_gather(unit.flat->values(), *c_.group, "parameters " + unit.name);
     // END TODO
   }

@@ -22,21 +22,21 @@ class Fsdp final : public shard::ShardStrategy {
   }
 
   void before_stage(int64_t stage) override {
-    // TODO(fsdp_forward): gather every unit this stage reads (unless it is gathered already).
-    throw dtlab::NotImplemented("TODO(fsdp_forward): gather every unit this stage reads (unless it is gathered already).");
+    // TODO(zero): gather every unit this stage reads (unless it is gathered already).
+    throw dtlab::NotImplemented("TODO(zero): gather every unit this stage reads (unless it is gathered already).");
   }
 
   void after_stage(int64_t stage, const torch::Tensor& output) override {
-    // TODO(fsdp_after_forward): free the units no later stage of the forward reads; and when the output takes part in backward, hang a hook on it that gathers this stage's units again before the stage's backward runs.
-    throw dtlab::NotImplemented("TODO(fsdp_after_forward): free the units no later stage of the forward reads; and when the output takes part in backward, hang a hook on it that gathers this stage's units again before the stage's backward runs.");
+    // TODO(zero): free the units no later stage of the forward reads; and when the output takes part in backward, hang a hook on it that gathers this stage's units again before the stage's backward runs.
+    throw dtlab::NotImplemented("TODO(zero): free the units no later stage of the forward reads; and when the output takes part in backward, hang a hook on it that gathers this stage's units again before the stage's backward runs.");
   }
 
   void before_backward() override { hooks_.arm(); }
 
   // Called by the kit's hooks, during backward, once every parameter of `unit` has its gradient.
   void unit_ready(shard::ShardUnit& unit) {
-    // TODO(fsdp_backward): as ZeRO-2, reduce-scatter the unit's gradient into its shard gradients (averaged) and free it; then free the unit's parameters too.
-    throw dtlab::NotImplemented("TODO(fsdp_backward): as ZeRO-2, reduce-scatter the unit's gradient into its shard gradients (averaged) and free it; then free the unit's parameters too.");
+    // TODO(zero): as ZeRO-2, reduce-scatter the unit's gradient into its shard gradients (averaged) and free it; then free the unit's parameters too.
+    throw dtlab::NotImplemented("TODO(zero): as ZeRO-2, reduce-scatter the unit's gradient into its shard gradients (averaged) and free it; then free the unit's parameters too.");
   }
 
   void after_backward() override { hooks_.expect_every_unit_ready(c_.group->rank()); }
@@ -50,8 +50,8 @@ class Fsdp final : public shard::ShardStrategy {
   // gathered around the ring.
   void gather(size_t u) {
     if (gathered_[u]) return;
-    // TODO(fsdp_gather): allocate the unit's values, copy this rank's piece (shard_values) into its place, and all-gather with your ring.
-    throw dtlab::NotImplemented("TODO(fsdp_gather): allocate the unit's values, copy this rank's piece (shard_values) into its place, and all-gather with your ring.");
+    // TODO(zero): allocate the unit's values, copy this rank's piece (shard_values) into its place, and all-gather with your ring.
+    throw dtlab::NotImplemented("TODO(zero): allocate the unit's values, copy this rank's piece (shard_values) into its place, and all-gather with your ring.");
     gathered_[u] = true;
   }
 

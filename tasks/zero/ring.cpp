@@ -49,15 +49,15 @@ void check_divides(const torch::Tensor& flat, const dist::Group& group, const ch
 void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
   check_divides(flat, group, "ring_reduce_scatter");
   if (group.size() == 1) return;
-  // TODO(ring_reduce_scatter): N-1 steps; at step s send piece rank-s-1 to the next rank, receive piece rank-s-2 from the previous one and add it to yours. After the last step piece `rank` is the sum over every rank.
-  throw dtlab::NotImplemented("TODO(ring_reduce_scatter): N-1 steps; at step s send piece rank-s-1 to the next rank, receive piece rank-s-2 from the previous one and add it to yours. After the last step piece `rank` is the sum over every rank.");
+  // TODO(zero): N-1 steps; at step s send piece rank-s-1 to the next rank, receive piece rank-s-2 from the previous one and add it to yours. After the last step piece `rank` is the sum over every rank.
+  throw dtlab::NotImplemented("TODO(zero): N-1 steps; at step s send piece rank-s-1 to the next rank, receive piece rank-s-2 from the previous one and add it to yours. After the last step piece `rank` is the sum over every rank.");
 }
 
 void ring_all_gather(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
   check_divides(flat, group, "ring_all_gather");
   if (group.size() == 1) return;
-  // TODO(ring_all_gather): N-1 steps; at step s send piece rank-s (yours first, then the one received at the step before) to the next rank and receive piece rank-s-1 from the previous one into its place.
-  throw dtlab::NotImplemented("TODO(ring_all_gather): N-1 steps; at step s send piece rank-s (yours first, then the one received at the step before) to the next rank and receive piece rank-s-1 from the previous one into its place.");
+  // TODO(zero): N-1 steps; at step s send piece rank-s (yours first, then the one received at the step before) to the next rank and receive piece rank-s-1 from the previous one into its place.
+  throw dtlab::NotImplemented("TODO(zero): N-1 steps; at step s send piece rank-s (yours first, then the one received at the step before) to the next rank and receive piece rank-s-1 from the previous one into its place.");
 }
 
 }  // namespace dtlab::zero

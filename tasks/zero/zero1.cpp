@@ -11,13 +11,13 @@ class Zero1 final : public shard::ShardStrategy {
   explicit Zero1(const shard::ShardContext& context) : c_(context) {}
 
   void after_backward() override {
-    // TODO(zero1_gradients): for each unit, lay its gradients end to end (flatten_gradients), reduce-scatter them with your ring, put this rank's piece, divided by the world size, in the unit's shard gradients, and free the flat copy (release_gradients): only one unit's copy at a time.
-    throw dtlab::NotImplemented("TODO(zero1_gradients): for each unit, lay its gradients end to end (flatten_gradients), reduce-scatter them with your ring, put this rank's piece, divided by the world size, in the unit's shard gradients, and free the flat copy (release_gradients): only one unit's copy at a time.");
+    // TODO(zero): for each unit, lay its gradients end to end (flatten_gradients), reduce-scatter them with your ring, put this rank's piece, divided by the world size, in the unit's shard gradients, and free the flat copy (release_gradients): only one unit's copy at a time.
+    throw dtlab::NotImplemented("TODO(zero): for each unit, lay its gradients end to end (flatten_gradients), reduce-scatter them with your ring, put this rank's piece, divided by the world size, in the unit's shard gradients, and free the flat copy (release_gradients): only one unit's copy at a time.");
   }
 
   void after_update() override {
-    // TODO(zero1_parameters): every rank updated only its piece of each unit's flat.values(): all-gather the pieces.
-    throw dtlab::NotImplemented("TODO(zero1_parameters): every rank updated only its piece of each unit's flat.values(): all-gather the pieces.");
+    // TODO(zero): every rank updated only its piece of each unit's flat.values(): all-gather the pieces.
+    throw dtlab::NotImplemented("TODO(zero): every rank updated only its piece of each unit's flat.values(): all-gather the pieces.");
   }
 
  private:

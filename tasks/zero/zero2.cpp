@@ -16,16 +16,16 @@ class Zero2 final : public shard::ShardStrategy {
 
   // Called by the kit's hooks, during backward, once every parameter of `unit` has its gradient.
   void unit_ready(shard::ShardUnit& unit) {
-    // TODO(zero2_unit): the unit's gradients end to end, reduce-scattered with your ring, this rank's piece divided by the world size into the unit's shard gradients; then free the unit's whole gradient (release_gradients, and every parameter's grad set to none) so that no rank holds the model's.
-    throw dtlab::NotImplemented("TODO(zero2_unit): the unit's gradients end to end, reduce-scattered with your ring, this rank's piece divided by the world size into the unit's shard gradients; then free the unit's whole gradient (release_gradients, and every parameter's grad set to none) so that no rank holds the model's.");
+    // TODO(zero): the unit's gradients end to end, reduce-scattered with your ring, this rank's piece divided by the world size into the unit's shard gradients; then free the unit's whole gradient (release_gradients, and every parameter's grad set to none) so that no rank holds the model's.
+    throw dtlab::NotImplemented("TODO(zero): the unit's gradients end to end, reduce-scattered with your ring, this rank's piece divided by the world size into the unit's shard gradients; then free the unit's whole gradient (release_gradients, and every parameter's grad set to none) so that no rank holds the model's.");
   }
 
   void after_backward() override { hooks_.expect_every_unit_ready(c_.group->rank()); }
 
 
   void after_update() override {
-    // TODO(zero2_parameters): as in ZeRO-1, every rank updated only its pieces: all-gather every unit's.
-    throw dtlab::NotImplemented("TODO(zero2_parameters): as in ZeRO-1, every rank updated only its pieces: all-gather every unit's.");
+    // TODO(zero): as in ZeRO-1, every rank updated only its pieces: all-gather every unit's.
+    throw dtlab::NotImplemented("TODO(zero): as in ZeRO-1, every rank updated only its pieces: all-gather every unit's.");
   }
 
  private:
