@@ -42,6 +42,9 @@ int64_t all_reduce_count(Group& group, const std::string& tag_prefix) {
   return n;
 }
 
+// A vocabulary that TP 2 and 3 do not divide (padded to 102): the last shard holds padding.
+constexpr int64_t kVocab = 101, kTokens = 12;
+
 class Operators : public ::testing::TestWithParam<int> {};
 
 TEST_P(Operators, CopyIsTheIdentityForwardAndSumsGradientsBackward) {
@@ -72,6 +75,69 @@ TEST_P(Operators, ReduceSumsForwardAndPassesGradientsBackward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TP, Operators, ::testing::Values(2, 3));
+
+// A column-parallel layer feeding a row-parallel one, as in a block's MLP, against the whole
+// product: the output, the input's gradient (f sums the ranks' parts), every shard's gradient
+// against the slice of the whole one, and the row-parallel bias's gradient whole (added once).
+class Layers : public ::testing::TestWithParam<int> {};
+
+torch::Tensor values(std::vector<int64_t> shape, double phase) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return torch::arange(n, torch::kFloat).mul(0.37).add(phase).sin().reshape(shape);
+}
+
+TEST_P(Layers, ColumnThenRowParallelEqualTheWholeProduct) {
+  const int tp = GetParam();
+  const int64_t in = 6, hidden = 12;
+  const torch::Tensor x = values({3, 4, in}, 0.1).requires_grad_();
+  const torch::Tensor w1 = values({in, hidden}, 0.2).requires_grad_(), b1 = values({hidden}, 0.3).requires_grad_();
+  const torch::Tensor w2 = values({hidden, in}, 0.4).requires_grad_(), b2 = values({in}, 0.5).requires_grad_();
+  const torch::Tensor upstream = values({3, 4, in}, 0.6);  // d loss / d y, not all ones
+  const torch::Tensor y = torch::matmul(torch::tanh(torch::matmul(x, w1) + b1), w2) + b2;
+  (y * upstream).sum().backward();
+  run_ranks(tp, [&](Group& group) {
+    const int64_t width = hidden / tp, first = group.rank() * width;
+    const torch::Tensor my_x = x.detach().clone().requires_grad_();
+    const torch::Tensor my_w1 = w1.detach().narrow(1, first, width).clone().requires_grad_();
+    const torch::Tensor my_b1 = b1.detach().narrow(0, first, width).clone().requires_grad_();
+    const torch::Tensor my_w2 = w2.detach().narrow(0, first, width).clone().requires_grad_();
+    const torch::Tensor my_b2 = b2.detach().clone().requires_grad_();
+    const torch::Tensor split = torch::tanh(dtlab::tp::column_parallel_linear(my_x, my_w1, my_b1, group, "in"));
+    ASSERT_EQ(split.size(-1), width) << "a column-parallel output stays split";
+    const torch::Tensor my_y = dtlab::tp::row_parallel_linear(split, my_w2, my_b2, group, "out");
+    EXPECT_LT(relative_difference(my_y, y), 1e-6);
+    (my_y * upstream).sum().backward();
+    EXPECT_LT(relative_difference(my_x.grad(), x.grad()), 1e-6) << "d loss / d x";
+    EXPECT_LT(relative_difference(my_w1.grad(), w1.grad().narrow(1, first, width)), 1e-6);
+    EXPECT_LT(relative_difference(my_b1.grad(), b1.grad().narrow(0, first, width)), 1e-6);
+    EXPECT_LT(relative_difference(my_w2.grad(), w2.grad().narrow(0, first, width)), 1e-6);
+    EXPECT_LT(relative_difference(my_b2.grad(), b2.grad()), 1e-6);
+  });
+}
+
+// Ids in every shard, the last real one (100) beside the padding included.
+TEST_P(Layers, VocabParallelEmbeddingEqualsTheWholeLookup) {
+  const int tp = GetParam();
+  const int64_t embed = 5;
+  const torch::Tensor wte = values({kVocab, embed}, 0.7).requires_grad_();
+  const torch::Tensor ids = torch::tensor({{0, 100, 50, 51}, {33, 34, 67, 100}}, torch::kLong);
+  const torch::Tensor upstream = values({2, 4, embed}, 0.8);
+  const torch::Tensor rows = torch::embedding(wte, ids);
+  (rows * upstream).sum().backward();
+  run_ranks(tp, [&](Group& group) {
+    const dtlab::tp::VocabShard shard = dtlab::tp::vocab_shard(kVocab, group.rank(), tp);
+    const torch::Tensor padded = torch::cat({wte.detach(), torch::zeros({shard.padded - kVocab, embed})});
+    const torch::Tensor padded_grad = torch::cat({wte.grad(), torch::zeros({shard.padded - kVocab, embed})});
+    const torch::Tensor mine = padded.narrow(0, shard.start, shard.rows).clone().requires_grad_();
+    const torch::Tensor out = dtlab::tp::vocab_parallel_embedding(ids, mine, shard, group, "embedding");
+    EXPECT_TRUE(torch::allclose(out, rows, 0, 0)) << "each id's row comes from one rank, the others add 0";
+    (out * upstream).sum().backward();
+    EXPECT_TRUE(torch::allclose(mine.grad(), padded_grad.narrow(0, shard.start, shard.rows), 1e-6, 1e-7));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(TP, Layers, ::testing::Values(2, 3));
 
 // GPT-2's fused c_attn: [q | k | v], each n_embd wide, head h at columns h*head_dim.. of its third.
 TEST(AttentionColumns, ARankHoldsTheQKVColumnsOfItsHeads) {
@@ -117,9 +183,8 @@ TEST(VocabShard, PadsTheVocabularyToAMultipleOfTP) {
   EXPECT_EQ(dtlab::tp::vocab_shard(100, 3, 4).padded, 100);
 }
 
-// Logits of N tokens over a vocabulary of 101, padded for `tp` with columns of 50: far above the
-// real logits, so that a padding column that counted would move the loss by a lot.
-constexpr int64_t kVocab = 101, kTokens = 12;
+// Logits of N tokens over a vocabulary of kVocab, padded for `tp` with columns of 50: far above
+// the real logits, so that a padding column that counted would move the loss by a lot.
 
 torch::Tensor real_logits() {
   return torch::arange(kTokens * kVocab, torch::kFloat).reshape({kTokens, kVocab}).mul(0.731).sin().mul(3.0);
@@ -267,6 +332,16 @@ TEST_P(Gpt2, LogitsLossAndEveryGradientEqualOneProcess) {
     ASSERT_EQ(logits.size(-1), model->vocab().rows);
     const torch::Tensor loss = model->loss(logits, labels());
     loss.backward();
+    // Megatron's communication: per block two all-reduces forward (g after each row-parallel
+    // layer) and two backward (f before each column-parallel one); one for the embedding
+    // (forward, g), one for the head (backward, f); three of one float per target token for the
+    // loss. Nothing else: the logits never leave their rank.
+    EXPECT_EQ(all_reduce_count(group, "tp layer"), 4 * config.n_layer);
+    EXPECT_EQ(all_reduce_count(group, "tp embedding"), 1);
+    EXPECT_EQ(all_reduce_count(group, "tp head"), 1);
+    EXPECT_EQ(all_reduce_count(group, "tp loss"), 3);
+    EXPECT_EQ(group.log().bytes("all_reduce", "tp loss"), 3 * (2 * 8) * 4) << "[N] floats, N = 2 rows of 8 targets";
+    EXPECT_EQ(static_cast<int64_t>(group.log().records().size()), 4 * config.n_layer + 5);
 
     // Logits, gathered for the test only.
     const torch::Tensor gathered =
