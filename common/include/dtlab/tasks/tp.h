@@ -112,6 +112,9 @@ torch::Tensor vocab_parallel_embedding(const torch::Tensor& ids, const torch::Te
 // (SUM), the target's logit (SUM: only its owner contributes it). Padding columns count as -inf.
 // Backward: d loss_n / d l_v = softmax_v - [v = target_n], on this rank's columns only, times the
 // incoming gradient of loss_n; 0 on ignored rows and on padding columns.
+// The recipe is for split logits only: run on logits gathered whole on every rank, its SUM of
+// exps counts each exp TP times and the loss comes out exactly log TP too high (tp_test,
+// GatheredLogitsGiveALossOffByLogTP).
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& local_logits, const torch::Tensor& targets,
                                VocabShard shard, dist::Group* group, std::string tag);
