@@ -29,11 +29,13 @@ bool left_out_of_release(const std::string& path) {
   // and gpu_test's loops over it are Pipe::compute, forward and backward, pp_schedule_test's
   // one_f_one_b_with_warmup is the 1F1B builder, pp_protocol_test's plain_loop is a run_stage, and
   // stage_lists.h writes GPipe's and 1F1B's lists (the simulator's suite, stage_simulate_test, runs
-  // them). Each compiles only beside solutions/ (tests/CMakeLists.txt).
+  // them); tp_test lists each rank's columns of GPT-2's fused c_attn and writes the vocabulary-
+  // parallel loss's recipe out to name its classic mistake. Each compiles only beside solutions/
+  // (tests/CMakeLists.txt).
   for (const char* prefix : {"solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme,
                              "docs/instructors/", "tests/fill_drain.h", "tests/pipeline_test.cpp",
                              "tests/gpu_test.cpp", "tests/pp_schedule_test.cpp", "tests/pp_protocol_test.cpp",
-                             "tests/stage_lists.h", "tests/stage_simulate_test.cpp"}) {
+                             "tests/stage_lists.h", "tests/stage_simulate_test.cpp", "tests/tp_test.cpp"}) {
     if (path.rfind(prefix, 0) == 0) return true;
   }
   return false;

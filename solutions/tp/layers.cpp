@@ -15,7 +15,7 @@ torch::Tensor column_parallel_linear(const torch::Tensor& x, const torch::Tensor
     throw Error(fmt::format("column_parallel_linear: input of width {} against a weight shard of {} rows",
                             x.size(-1), weight.size(0)));
   }
-  // BEGIN TODO(column_parallel_linear): x through f (its gradient must be summed over the ranks), then this rank's columns: x·W + b.
+  // BEGIN TODO(tp): x through f (its gradient must be summed over the ranks), then this rank's columns: x·W + b.
   const torch::Tensor y = torch::matmul(copy_to_tensor_parallel(x, group, tag), weight);
   return bias.defined() ? y + bias : y;
   // END TODO
@@ -27,7 +27,7 @@ torch::Tensor row_parallel_linear(const torch::Tensor& x, const torch::Tensor& w
     throw Error(fmt::format("row_parallel_linear: input of width {} against a weight shard of {} rows",
                             x.size(-1), weight.size(0)));
   }
-  // BEGIN TODO(row_parallel_linear): this rank's partial product x_r·W_r, summed by g; the whole bias after the sum, so that it counts once.
+  // BEGIN TODO(tp): this rank's partial product x_r·W_r, summed by g; the whole bias after the sum, so that it counts once.
   const torch::Tensor y = reduce_from_tensor_parallel(torch::matmul(x, weight), group, tag);
   return bias.defined() ? y + bias : y;
   // END TODO
@@ -42,7 +42,7 @@ torch::Tensor shard_gpt2_attention_columns(int64_t n_embd, int64_t n_head, int r
                             "computes whole heads, so the TP size must divide n_head",
                             tp, n_head));
   }
-  // BEGIN TODO(shard_gpt2_attention_columns): this rank's heads are a contiguous run of n_embd / TP columns in each of q, k and v; take that run from each third.
+  // BEGIN TODO(tp): this rank's heads are a contiguous run of n_embd / TP columns in each of q, k and v; take that run from each third.
   const int64_t width = n_embd / tp;
   std::vector<torch::Tensor> runs;
   for (int64_t part = 0; part < 3; ++part) {  // q, k, v

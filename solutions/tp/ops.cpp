@@ -6,7 +6,7 @@ namespace dtlab::tp {
 
 torch::Tensor CopyToTensorParallel::forward(AutogradContext* ctx, const torch::Tensor& x, dist::Group* group,
                                             std::string tag) {
-  // BEGIN TODO(copy_to_tensor_parallel_forward): keep the group and tag for backward (save_group); forward is the identity.
+  // BEGIN TODO(tp): keep the group and tag for backward (save_group); forward is the identity.
   save_group(ctx, *group, tag);
   // The input itself: autograd gives the output its own identity (a view) and this node.
   return x;
@@ -14,7 +14,7 @@ torch::Tensor CopyToTensorParallel::forward(AutogradContext* ctx, const torch::T
 }
 
 variable_list CopyToTensorParallel::backward(AutogradContext* ctx, variable_list grad_outputs) {
-  // BEGIN TODO(copy_to_tensor_parallel_backward): every rank holds part of d loss / d x (its slice of the next layer's); the whole is their sum over the group.
+  // BEGIN TODO(tp): every rank holds part of d loss / d x (its slice of the next layer's); the whole is their sum over the group.
   torch::Tensor grad = grad_outputs[0].clone(at::MemoryFormat::Contiguous);  // all_reduce works in place
   saved_group(ctx).all_reduce(grad, dist::ReduceOp::SUM, saved_tag(ctx));
   return {grad, torch::Tensor(), torch::Tensor()};
@@ -23,7 +23,7 @@ variable_list CopyToTensorParallel::backward(AutogradContext* ctx, variable_list
 
 torch::Tensor ReduceFromTensorParallel::forward(AutogradContext* ctx, const torch::Tensor& x, dist::Group* group,
                                                 std::string tag) {
-  // BEGIN TODO(reduce_from_tensor_parallel_forward): the ranks' partial results summed over the group, on a copy (x is the caller's).
+  // BEGIN TODO(tp): the ranks' partial results summed over the group, on a copy (x is the caller's).
   torch::Tensor sum = x.clone(at::MemoryFormat::Contiguous);
   group->all_reduce(sum, dist::ReduceOp::SUM, tag);
   return sum;
@@ -31,7 +31,7 @@ torch::Tensor ReduceFromTensorParallel::forward(AutogradContext* ctx, const torc
 }
 
 variable_list ReduceFromTensorParallel::backward(AutogradContext* ctx, variable_list grad_outputs) {
-  // BEGIN TODO(reduce_from_tensor_parallel_backward): the output is the same on every rank, so is its gradient: each rank's partial result gets it unchanged.
+  // BEGIN TODO(tp): the output is the same on every rank, so is its gradient: each rank's partial result gets it unchanged.
   return {grad_outputs[0], torch::Tensor(), torch::Tensor()};
   // END TODO
 }

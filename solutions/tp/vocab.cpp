@@ -18,7 +18,7 @@ VocabShard vocab_shard(int64_t vocab, int rank, int tp) {
   }
   VocabShard shard;
   shard.vocab = vocab;
-  // BEGIN TODO(vocab_shard): round the vocabulary up to a multiple of TP; rank r holds the r-th of TP equal runs of ids.
+  // BEGIN TODO(tp): round the vocabulary up to a multiple of TP; rank r holds the r-th of TP equal runs of ids.
   shard.padded = (vocab + tp - 1) / tp * tp;
   shard.rows = shard.padded / tp;
   shard.start = rank * shard.rows;
@@ -36,7 +36,7 @@ torch::Tensor vocab_parallel_embedding(const torch::Tensor& ids, const torch::Te
     throw Error(fmt::format("vocab_parallel_embedding: ids must lie in [0, {}), got {} .. {}", shard.vocab,
                             ids.min().item<int64_t>(), ids.max().item<int64_t>()));
   }
-  // BEGIN TODO(vocab_parallel_embedding): look up the ids this rank holds (others read a valid row, then are zeroed, so they add nothing and get no gradient); g sums the ranks' lookups.
+  // BEGIN TODO(tp): look up the ids this rank holds (others read a valid row, then are zeroed, so they add nothing and get no gradient); g sums the ranks' lookups.
   const torch::Tensor outside = ids.lt(shard.start).logical_or(ids.ge(shard.end()));
   const torch::Tensor local = (ids - shard.start).masked_fill(outside, 0);
   const torch::Tensor rows = torch::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0.0);
@@ -47,7 +47,7 @@ torch::Tensor vocab_parallel_embedding(const torch::Tensor& ids, const torch::Te
 torch::Tensor VocabParallelCrossEntropy::forward(AutogradContext* ctx, const torch::Tensor& local_logits,
                                                  const torch::Tensor& targets, VocabShard shard, dist::Group* group,
                                                  std::string tag) {
-  // BEGIN TODO(vocab_parallel_cross_entropy_forward): padding columns to -inf; the max over the group (MAX), the sum of exps after subtracting it (SUM), the target's logit from its owner (SUM); loss = log(sum) + max - target logit, 0 where ignored. Save the local softmax and where the target is for backward.
+  // BEGIN TODO(tp): padding columns to -inf; the max over the group (MAX), the sum of exps after subtracting it (SUM), the target's logit from its owner (SUM); loss = log(sum) + max - target logit, 0 where ignored. Save the local softmax and where the target is for backward.
   const torch::TensorOptions longs = targets.options().dtype(torch::kLong);
   const torch::Tensor padding = torch::arange(shard.start, shard.end(), longs).ge(shard.vocab);
   const torch::Tensor logits =
@@ -76,7 +76,7 @@ torch::Tensor VocabParallelCrossEntropy::forward(AutogradContext* ctx, const tor
 }
 
 variable_list VocabParallelCrossEntropy::backward(AutogradContext* ctx, variable_list grad_outputs) {
-  // BEGIN TODO(vocab_parallel_cross_entropy_backward): softmax minus one-hot of the target on this rank's columns (the owner subtracts 1), each row times its loss's incoming gradient, ignored rows 0.
+  // BEGIN TODO(tp): softmax minus one-hot of the target on this rank's columns (the owner subtracts 1), each row times its loss's incoming gradient, ignored rows 0.
   const variable_list saved = ctx->get_saved_variables();
   const torch::Tensor &softmax = saved[0], &local_target = saved[1], &owned = saved[2], &ignored = saved[3];
   torch::Tensor grad = softmax.clone();
