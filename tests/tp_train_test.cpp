@@ -6,7 +6,7 @@
 // the replicated parameters' gradients equal across each tensor group, each rank's final
 // parameters against its shard of one process's, and the folder save_tensor_parallel_gpt2 writes
 // read back by the kit's GPT-2 loader as one process's final model. Also the grid's groups and
-// its refusal, and unshard as shard_of's inverse.
+// its refusal, unshard as shard_of's inverse, and a folder loaded into the shards.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -296,6 +296,30 @@ TEST_P(Train, EqualsOneProcessStepByStepAndSavesItsModel) {
   dtlab::model::save_pretrained(ref.model, dir / "one");
   EXPECT_EQ(dtlab::io::read_file(dir / "model" / "config.json"), dtlab::io::read_file(dir / "one" / "config.json"));
   EXPECT_EQ(dtlab::model::state_dict_keys(loaded), dtlab::model::state_dict_keys(ref.model));
+  fs::remove_all(dir);
+}
+
+// Loading (tp/save.h): a folder read whole by the kit's loader, then cut by TensorParallelGpt2.
+// One process's trained model written by save_pretrained gives each TP rank its shard of the
+// weights and the one-process loss on a batch.
+TEST(Load, AFolderReadWholeIsCutIntoEachRanksShards) {
+  const Reference& ref = reference(torch::kFloat);
+  const fs::path dir = dtlab::test::fresh_temp_dir("tp_train_load");
+  dtlab::model::save_pretrained(ref.model, dir);
+  dtlab::model::Gpt2LMHeadModel loaded = dtlab::model::gpt2_from_pretrained(dir);
+  const double expected = loaded->forward(batch_ids(0), {}, batch_labels(0)).loss.item<double>();
+  run_ranks(2, [&](Group& world) {
+    dtlab::tp::Grid grid(world, 2);
+    dtlab::tp::TensorParallelGpt2 model(loaded, grid.tensor());
+    for (const auto& p : model->named_parameters()) {
+      const std::string name = hf_name(p.key());
+      EXPECT_TRUE(torch::equal(p.value(), dtlab::tp::shard_of(name, ref.parameters.at(name), small_config(),
+                                                              grid.tp_rank(), 2)))
+          << name << ": the folder holds float32, as the model does";
+    }
+    const double loss = model->loss(model->forward(batch_ids(0)), batch_labels(0)).item<double>();
+    EXPECT_NEAR(loss, expected, 1e-5);
+  });
   fs::remove_all(dir);
 }
 
