@@ -8,7 +8,7 @@
 load ARG0[1:strlen(ARG0) - strlen("cluster_zero.gp")] . "style.gp"
 
 n = words(series)
-set multiplot layout 1,2 title "Sharding on emulated hosts: the link decides" font ",15"
+set multiplot layout 1,2 title "Sharding on emulated hosts: time and bytes against the link rate" font ",15"
 
 set title "Time per step"
 set xlabel "link rate (Gbit/s, log scale)"
