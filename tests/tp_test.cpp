@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dist_test_util.h"
+#include "tp_test_util.h"
 #include "dtlab/core/error.h"
 #include "dtlab/model/gpt2.h"
 #include "dtlab/tasks/tp.h"
@@ -23,27 +24,14 @@
 namespace tp_test {
 
 using dtlab::dist::Group;
+using dtlab::test::all_reduce_count;
+using dtlab::test::hf_name;
+using dtlab::test::relative_difference;
 using dtlab::test::run_ranks;
 namespace F = torch::nn::functional;
 
-// max |a - b| over max |b|: relative to the tensor's scale, so that elements near 0 do not count
-// as large relative errors.
-double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  const double scale = b.abs().max().item<double>();
-  const double diff = (a - b).abs().max().item<double>();
-  return scale == 0 ? diff : diff / scale;
-}
-
-int64_t all_reduce_count(Group& group, const std::string& tag_prefix) {
-  int64_t n = 0;
-  for (const auto& r : group.log().records()) {
-    if (r.op == "all_reduce" && r.tag.rfind(tag_prefix, 0) == 0) ++n;
-  }
-  return n;
-}
-
 // A vocabulary that TP 2 and 3 do not divide (padded to 102): the last shard holds padding.
-constexpr int64_t kVocab = 101, kTokens = 12;
+constexpr int64_t kVocab = dtlab::test::kTpVocab, kTokens = 12;
 
 class Operators : public ::testing::TestWithParam<int> {};
 
@@ -271,32 +259,6 @@ TEST_P(VocabCrossEntropy, GatheredLogitsGiveALossOffByLogTP) {
 
 INSTANTIATE_TEST_SUITE_P(TP, VocabCrossEntropy, ::testing::Values(2, 3));
 
-// A GPT-2 whose TP sizes 2 and 3 divide the heads (6) and the MLP (192) but not the vocabulary
-// (101), so that both pad it; no dropout (tp/gpt2_tp.h).
-dtlab::model::Gpt2Config small_config() {
-  dtlab::model::Gpt2Config c;
-  c.vocab_size = kVocab;
-  c.n_positions = 16;
-  c.n_embd = 48;
-  c.n_layer = 2;
-  c.n_head = 6;
-  c.resid_pdrop = c.embd_pdrop = c.attn_pdrop = 0.0;
-  return c;
-}
-
-dtlab::model::Gpt2LMHeadModel small_gpt2() {
-  std::lock_guard<std::mutex> lock(dtlab::test::global_generator_mutex());
-  torch::manual_seed(11);
-  dtlab::model::Gpt2LMHeadModel model(small_config());
-  // Nonzero biases and layer norms: with HF's init they are 0 and 1, which would hide a bias
-  // added on every rank or a layer norm's gradient left partial.
-  torch::NoGradGuard no_grad;
-  for (auto& p : model->named_parameters()) {
-    if (p.value().dim() == 1) p.value().add_(torch::randn_like(p.value()) * 0.1);
-  }
-  return model;
-}
-
 // Two rows of 9 ids spread over the vocabulary (ids past 68 and 51 reach the last shards); the
 // labels are the ids with one ignored.
 torch::Tensor input_ids() {
@@ -309,16 +271,11 @@ torch::Tensor labels() {
   return l;
 }
 
-std::string hf_name(std::string key) {
-  std::replace(key.begin(), key.end(), '/', '.');
-  return key;
-}
-
 class Gpt2 : public ::testing::TestWithParam<int> {};
 
 TEST_P(Gpt2, LogitsLossAndEveryGradientEqualOneProcess) {
   const int tp = GetParam();
-  dtlab::model::Gpt2LMHeadModel whole = small_gpt2();
+  dtlab::model::Gpt2LMHeadModel whole = dtlab::test::small_tp_gpt2();
   whole->eval();
   const dtlab::model::Gpt2Output expected = whole->forward(input_ids(), {}, labels());
   expected.loss.backward();
@@ -384,7 +341,7 @@ TEST_P(Gpt2, LogitsLossAndEveryGradientEqualOneProcess) {
 INSTANTIATE_TEST_SUITE_P(TP, Gpt2, ::testing::Values(2, 3));
 
 TEST(Gpt2Refusal, ATPThatDoesNotDivideTheHeadsIsNamed) {
-  dtlab::model::Gpt2LMHeadModel whole = small_gpt2();
+  dtlab::model::Gpt2LMHeadModel whole = dtlab::test::small_tp_gpt2();
   run_ranks(4, [&](Group& group) {
     try {
       dtlab::tp::TensorParallelGpt2 model(whole, group);

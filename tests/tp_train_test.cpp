@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dist_test_util.h"
+#include "tp_test_util.h"
 #include "dtlab/core/error.h"
 #include "dtlab/io/file.h"
 #include "dtlab/model/gpt2.h"
@@ -33,27 +34,10 @@ namespace tp_train_test {
 
 namespace fs = std::filesystem;
 using dtlab::dist::Group;
+using dtlab::test::all_reduce_count;
+using dtlab::test::hf_name;
+using dtlab::test::relative_difference;
 using dtlab::test::run_ranks;
-
-// max |a - b| over max |b| (tp_test's measure).
-double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  const double scale = b.abs().max().item<double>();
-  const double diff = (a - b).abs().max().item<double>();
-  return scale == 0 ? diff : diff / scale;
-}
-
-int64_t all_reduce_count(Group& group, const std::string& tag_prefix) {
-  int64_t n = 0;
-  for (const auto& r : group.log().records()) {
-    if (r.op == "all_reduce" && r.tag.rfind(tag_prefix, 0) == 0) ++n;
-  }
-  return n;
-}
-
-std::string hf_name(std::string key) {
-  std::replace(key.begin(), key.end(), '/', '.');
-  return key;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The grid.
@@ -102,33 +86,9 @@ TEST(Grid, EachGroupReducesOverItsRanks) {
 // The model and the data.
 
 // tp_test's GPT-2: TP 2 and 3 divide the heads (6) and the MLP (192), not the vocabulary (101).
-constexpr int64_t kVocab = 101, kRows = 4, kSeq = 9;
+constexpr int64_t kVocab = dtlab::test::kTpVocab, kRows = 4, kSeq = 9;
 constexpr int kSteps = 10;
 constexpr double kClip = 0.5;
-
-dtlab::model::Gpt2Config small_config() {
-  dtlab::model::Gpt2Config c;
-  c.vocab_size = kVocab;
-  c.n_positions = 16;
-  c.n_embd = 48;
-  c.n_layer = 2;
-  c.n_head = 6;
-  c.resid_pdrop = c.embd_pdrop = c.attn_pdrop = 0.0;
-  return c;
-}
-
-dtlab::model::Gpt2LMHeadModel small_gpt2(torch::ScalarType dtype = torch::kFloat) {
-  std::lock_guard<std::mutex> lock(dtlab::test::global_generator_mutex());
-  torch::manual_seed(11);
-  dtlab::model::Gpt2LMHeadModel model(small_config());
-  // Nonzero biases and layer norms, as in tp_test: HF's 0 and 1 would hide a bias added TP times.
-  torch::NoGradGuard no_grad;
-  for (auto& p : model->named_parameters()) {
-    if (p.value().dim() == 1) p.value().add_(torch::randn_like(p.value()) * 0.1);
-  }
-  model->to(dtype);
-  return model;
-}
 
 dtlab::train::OptimizerOptions adamw_options() {
   dtlab::train::OptimizerOptions o;
@@ -166,7 +126,7 @@ const Reference& reference(torch::ScalarType dtype) {
   Reference& ref = cache[dtype];
   ref = [dtype] {
     Reference r;
-    r.model = small_gpt2(dtype);
+    r.model = dtlab::test::small_tp_gpt2(dtype);
     auto optimizer = dtlab::train::make_adamw(*r.model, adamw_options());
     for (int step = 0; step < kSteps; ++step) {
       const torch::Tensor loss = r.model->forward(batch_ids(step), {}, batch_labels(step)).loss;
@@ -192,12 +152,12 @@ TEST(Reference, ClipsEveryStep) {
 }
 
 TEST(Unshard, IsTheInverseOfShardOf) {
-  const dtlab::model::Gpt2LMHeadModel whole = small_gpt2();
+  const dtlab::model::Gpt2LMHeadModel whole = dtlab::test::small_tp_gpt2();
   for (int tp : {1, 2, 3}) {
     for (const auto& p : whole->named_parameters()) {
       std::vector<torch::Tensor> shards;
-      for (int r = 0; r < tp; ++r) shards.push_back(dtlab::tp::shard_of(p.key(), p.value(), small_config(), r, tp));
-      EXPECT_TRUE(torch::equal(dtlab::tp::unshard(p.key(), shards, small_config()), p.value()))
+      for (int r = 0; r < tp; ++r) shards.push_back(dtlab::tp::shard_of(p.key(), p.value(), dtlab::test::small_tp_config(), r, tp));
+      EXPECT_TRUE(torch::equal(dtlab::tp::unshard(p.key(), shards, dtlab::test::small_tp_config()), p.value()))
           << p.key() << " at TP " << tp;
     }
   }
@@ -239,8 +199,8 @@ TEST_P(Train, EqualsOneProcessStepByStepAndSavesItsModel) {
   const torch::ScalarType dtype = GetParam().dtype;
   const Reference& ref = reference(dtype);
   const Tolerance tol = tolerance(dtype);
-  const dtlab::model::Gpt2LMHeadModel initial = small_gpt2(dtype);
-  const dtlab::model::Gpt2Config config = small_config();
+  const dtlab::model::Gpt2LMHeadModel initial = dtlab::test::small_tp_gpt2(dtype);
+  const dtlab::model::Gpt2Config config = dtlab::test::small_tp_config();
   const fs::path dir = dtlab::test::fresh_temp_dir("tp_train_" + std::to_string(tp) + "x" + std::to_string(dp) +
                                                       (dtype == torch::kDouble ? "_f64" : "_f32"));
 
@@ -313,7 +273,7 @@ TEST(Load, AFolderReadWholeIsCutIntoEachRanksShards) {
     dtlab::tp::TensorParallelGpt2 model(loaded, grid.tensor());
     for (const auto& p : model->named_parameters()) {
       const std::string name = hf_name(p.key());
-      EXPECT_TRUE(torch::equal(p.value(), dtlab::tp::shard_of(name, ref.parameters.at(name), small_config(),
+      EXPECT_TRUE(torch::equal(p.value(), dtlab::tp::shard_of(name, ref.parameters.at(name), dtlab::test::small_tp_config(),
                                                               grid.tp_rank(), 2)))
           << name << ": the folder holds float32, as the model does";
     }
