@@ -235,8 +235,10 @@ Verdict traffic(Runner& runner, const std::string& e) {
 
 // Each stage at 1, 2 and 4 ranks for a few steps: what a rank holds (results.json's "sharding",
 // every tensor's storage included) and sends, for the report's figure against the memory model.
-// It fails when a run fails or does not say what it held, never on the figures (the memory check
-// grades them).
+// The memory check grades the bytes; this one asks only that the figure show a strategy that did
+// its work: every run ended, and above one rank each sent the rings' bytes and (ZeRO-1 and 2)
+// ended with the ranks' replicas equal. A strategy that does nothing also trains to the end (on
+// zero gradients), and would otherwise earn this point.
 RunRequest scaling_request(const std::string& e, int stage, int world) {
   std::vector<std::string> flags = lm_equivalence_flags(kScalingSteps);
   flags.insert(flags.end(), {"--global_batch_size", "8", "--zero_stage", std::to_string(stage)});
@@ -257,6 +259,23 @@ Verdict scaling(Runner& runner, const std::string& e) {
       if (bytes_of(*s, "peak_tensor_bytes") <= 0) {
         return {Status::kError, fmt::format("{}: results.json's sharding has no peak_tensor_bytes (the kit's meter "
                                             "of every tensor: is the kit's driver in use?)", describe(request))};
+      }
+      const double sent = s->value("bytes_sent_per_step", 0.0), predicted = s->value("predicted_bytes_sent_per_step", 0.0);
+      if (world > 1 && std::abs(sent - predicted) > kTrafficSlack * predicted) {
+        return {Status::kWrongNumber,
+                fmt::format("{}: rank 0 sent {:.0f} bytes per step, not the {:.0f} of the rings: what it held is no "
+                            "figure of {} (the traffic check says what the rings send)", describe(request), sent,
+                            predicted, stage_name(stage))};
+      }
+      const nlohmann::json& sums = (*s)["replica_checksums"];
+      if (sums.is_array() && !sums.empty()) {
+        for (const auto& sum : sums) {
+          if (sum != sums[0]) {
+            return {Status::kWrongNumber,
+                    fmt::format("{}: the ranks' replicas differ at the end: every rank must hold every piece's new "
+                                "values (after_update's all-gather)", describe(request))};
+          }
+        }
       }
       summary += fmt::format(" {} rank{} {:.2f} MB (optimiser {:.2f}, gradient {:.2f}, parameters {:.2f});", world,
                              world == 1 ? "" : "s", 1e-6 * static_cast<double>(bytes_of(*s, "peak_tensor_bytes")),
@@ -294,8 +313,9 @@ std::vector<CheckSpec> zero_checks(const std::string& e) {
                     [e](Runner& r) { return c::memory(r, e); }});
   checks.push_back({e, "traffic", "each rank sends the rings' bytes per step: 2(N-1)/N of the model for ZeRO-1 and "
                                   "2, 3(N-1)/N for FSDP (3 ranks)", 2, [e](Runner& r) { return c::traffic(r, e); }});
-  checks.push_back({e, "scaling", "runs every stage at 1, 2 and 4 ranks and records what rank 0 held (the report's "
-                                  "memory figure)", 1, [e](Runner& r) { return c::scaling(r, e); }});
+  checks.push_back({e, "scaling", "runs every stage at 1, 2 and 4 ranks, sending the rings' bytes, and records what "
+                                  "rank 0 held (the report's memory figure)", 1,
+                    [e](Runner& r) { return c::scaling(r, e); }});
   return checks;
 }
 

@@ -108,6 +108,8 @@ const std::vector<Mutant> kZeroMutants = {
     {"zero", "gathers_again", "traffic", "wrong number", "a unit gathered more often than needed", 180},
     // Read while freed: LibTorch's "storage of size 0", said in the strategy's terms.
     {"zero", "freed_before_backward", "losses-3", "error", "the backward read parameters of a unit that was freed", 120},
+    // A strategy that moves nothing still trains to the end (on zero gradients): no recorded point.
+    {"zero", "does_nothing", "scaling", "wrong number", "rank 0 sent 0 bytes per step, not the", 180},
 };
 
 std::string mutants_binary(const std::string& exercise) {

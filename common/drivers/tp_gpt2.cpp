@@ -10,20 +10,12 @@
 #include <limits>
 
 #include "dtlab/core/error.h"
+#include "dtlab/model/checkpoint.h"
 
 namespace dtlab::tp {
+
+using model::key_ends_with;
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// gelu_new as model/gpt2.cpp writes it (transformers' NewGELUActivation), for the same rounding.
-torch::Tensor gelu_new(const torch::Tensor& x) {
-  constexpr double kPi = 3.141592653589793;
-  const double k = std::sqrt(2.0 / kPi);
-  return 0.5 * x * (1.0 + torch::tanh(k * (x + 0.044715 * torch::pow(x, 3.0))));
-}
 
 void check_divides(const model::Gpt2Config& c, int tp) {
   if (c.n_head % tp != 0) {
@@ -38,10 +30,10 @@ void check_divides(const model::Gpt2Config& c, int tp) {
 }  // namespace
 
 bool is_replicated(const std::string& name) {
-  const bool split = name == "transformer.wte.weight" || ends_with(name, ".attn.c_attn.weight") ||
-                     ends_with(name, ".attn.c_attn.bias") || ends_with(name, ".attn.c_proj.weight") ||
-                     ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_fc.bias") ||
-                     ends_with(name, ".mlp.c_proj.weight");
+  const bool split = name == "transformer.wte.weight" || key_ends_with(name, ".attn.c_attn.weight") ||
+                     key_ends_with(name, ".attn.c_attn.bias") || key_ends_with(name, ".attn.c_proj.weight") ||
+                     key_ends_with(name, ".mlp.c_fc.weight") || key_ends_with(name, ".mlp.c_fc.bias") ||
+                     key_ends_with(name, ".mlp.c_proj.weight");
   return !split;
 }
 
@@ -57,17 +49,17 @@ torch::Tensor shard_of(const std::string& name, const torch::Tensor& whole, cons
     if (real > 0) rows.narrow(0, 0, real).copy_(whole.narrow(0, shard.start, real));
     return rows;
   }
-  if (ends_with(name, ".attn.c_attn.weight") || ends_with(name, ".attn.c_attn.bias")) {
+  if (key_ends_with(name, ".attn.c_attn.weight") || key_ends_with(name, ".attn.c_attn.bias")) {
     const torch::Tensor columns =
         shard_gpt2_attention_columns(config.n_embd, config.n_head, rank, tp).to(whole.device());
     return whole.index_select(whole.dim() - 1, columns);
   }
-  if (ends_with(name, ".attn.c_proj.weight")) {  // rows: the attention output, split by heads
+  if (key_ends_with(name, ".attn.c_proj.weight")) {  // rows: the attention output, split by heads
     const int64_t rows = config.n_embd / tp;
     return whole.narrow(0, rank * rows, rows).clone();
   }
   const int64_t width = config.inner_dim() / tp;
-  if (ends_with(name, ".mlp.c_proj.weight")) return whole.narrow(0, rank * width, width).clone();
+  if (key_ends_with(name, ".mlp.c_proj.weight")) return whole.narrow(0, rank * width, width).clone();
   return whole.narrow(whole.dim() - 1, rank * width, width).clone();  // c_fc's weight and bias
 }
 
@@ -133,7 +125,7 @@ torch::Tensor TensorParallelGpt2Impl::block(int64_t layer, const torch::Tensor& 
   const torch::Tensor x = hidden + row_parallel_linear(attended, parameter(p + "attn.c_proj.weight"),
                                                        parameter(p + "attn.c_proj.bias"), *group_, tag + " attention out");
 
-  const torch::Tensor inner = gelu_new(column_parallel_linear(norm("ln_2", x), parameter(p + "mlp.c_fc.weight"),
+  const torch::Tensor inner = model::gelu_new(column_parallel_linear(norm("ln_2", x), parameter(p + "mlp.c_fc.weight"),
                                                               parameter(p + "mlp.c_fc.bias"), *group_, tag + " mlp in"));
   return x + row_parallel_linear(inner, parameter(p + "mlp.c_proj.weight"), parameter(p + "mlp.c_proj.bias"), *group_,
                                  tag + " mlp out");

@@ -6,17 +6,12 @@
 #include <algorithm>
 
 #include "dtlab/core/error.h"
+#include "dtlab/model/checkpoint.h"
 #include "dtlab/lm/model.h"
 
 namespace dtlab::tp {
-namespace {
 
-bool name_ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
+using model::key_ends_with;
 torch::Tensor unshard(const std::string& name, const std::vector<torch::Tensor>& shards,
                       const model::Gpt2Config& config) {
   const int tp = static_cast<int>(shards.size());
@@ -31,7 +26,7 @@ torch::Tensor unshard(const std::string& name, const std::vector<torch::Tensor>&
   if (name == "transformer.wte.weight") {  // rows, padded: the padding rows are dropped
     return torch::cat(shards, 0).narrow(0, 0, config.vocab_size).clone();
   }
-  if (name_ends_with(name, ".attn.c_attn.weight") || name_ends_with(name, ".attn.c_attn.bias")) {
+  if (key_ends_with(name, ".attn.c_attn.weight") || key_ends_with(name, ".attn.c_attn.bias")) {
     // Each rank's columns are its heads' q, k and v (shard_gpt2_attention_columns): put them back.
     const int64_t dim = shards.front().dim() - 1;
     std::vector<torch::Tensor> columns;
@@ -39,7 +34,7 @@ torch::Tensor unshard(const std::string& name, const std::vector<torch::Tensor>&
     const torch::Tensor all = torch::cat(shards, dim);
     return torch::empty_like(all).index_copy_(dim, torch::cat(columns).to(all.device()), all);
   }
-  if (name_ends_with(name, ".c_proj.weight")) return torch::cat(shards, 0);  // rows: attention's and MLP's
+  if (key_ends_with(name, ".c_proj.weight")) return torch::cat(shards, 0);  // rows: attention's and MLP's
   return torch::cat(shards, shards.front().dim() - 1);                      // c_fc's columns
 }
 

@@ -47,6 +47,7 @@ void exchange(const torch::Tensor& out, torch::Tensor& in, dist::Group& group, c
 // This rank's piece of the unit's gradient, averaged (sum_not_average: summed only), into its
 // shard gradients.
 void reduce_unit(shard::ShardUnit& unit, dist::Group& group) {
+  if (mutant("does_nothing")) return;  // no reduction at all: the optimiser steps on zeros
   shard::FlatParameters& flat = *unit.flat;
   flat.flatten_gradients();
   ring_reduce_scatter(flat.gradients(), group, "gradients " + unit.name);
@@ -61,7 +62,7 @@ void free_gradient(shard::ShardUnit& unit) {
 }
 
 void gather_all(const shard::ShardContext& c) {
-  if (mutant("no_all_gather")) return;  // each rank keeps only its own pieces' updates
+  if (mutant("no_all_gather") || mutant("does_nothing")) return;  // each rank keeps only its own pieces' updates
   for (shard::ShardUnit& unit : *c.units) ring_all_gather(unit.flat->values(), *c.group, "parameters " + unit.name);
 }
 

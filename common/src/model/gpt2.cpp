@@ -13,18 +13,17 @@
 #include "dtlab/model/checkpoint.h"
 
 namespace dtlab::model {
-namespace {
 
-torch::nn::LayerNorm layer_norm(const Gpt2Config& c) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd}).eps(c.layer_norm_epsilon));
-}
-
-// NewGELUActivation ("gelu_new"), written as transformers writes it: torch::gelu(x, "tanh") is
-// the same function but rounds differently.
 torch::Tensor gelu_new(const torch::Tensor& x) {
   constexpr double kPi = 3.141592653589793;  // Python's math.pi
   const double k = std::sqrt(2.0 / kPi);
   return 0.5 * x * (1.0 + torch::tanh(k * (x + 0.044715 * torch::pow(x, 3.0))));
+}
+
+namespace {
+
+torch::nn::LayerNorm layer_norm(const Gpt2Config& c) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd}).eps(c.layer_norm_epsilon));
 }
 
 // torch.finfo(dtype).min: the lowest finite value of a floating dtype.

@@ -35,6 +35,10 @@
 
 namespace dtlab::model {
 
+// NewGELUActivation ("gelu_new"), written as transformers writes it: torch::gelu(x, "tanh") is the
+// same function but rounds differently. The MLP's activation (and the tensor-parallel GPT-2's).
+torch::Tensor gelu_new(const torch::Tensor& x);
+
 // Hugging Face's Conv1D: a linear layer whose weight is stored [in, out], y = x·W + b. GPT-2
 // checkpoints hold it that way, so it loads without a transpose.
 struct Gpt2Conv1DImpl : torch::nn::Module {

@@ -3,9 +3,9 @@
 // every rank of a TP group the SAME minibatch and a slice of every large weight: each rank
 // computes its slice of each layer, and the ranks meet at two collectives per block in forward
 // and two in backward. The contract between the kit and the student: a student's tasks/tp/
-// implements what this header declares, solutions/tp/ is the reference. Not yet an exercise row
-// (no driver, no grader checks): the kit's tensor-parallel GPT-2 (tp/gpt2_tp.h) and
-// tests/tp_test.cpp stand on it.
+// implements what this header declares, solutions/tp/ is the reference; handouts/tp.md explains
+// each TODO. Not yet an exercise row (no driver, no grader checks): the kit's tensor-parallel
+// GPT-2 (tp/gpt2_tp.h) and tests/tp_test.cpp stand on it.
 //
 // The two conjugate operators (Megatron's f and g) carry the whole idea:
 //
