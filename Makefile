@@ -55,7 +55,9 @@ LM_TASKS  := $(shell awk '!/^\#/ && $$3 == "dp" {print $$1}' exercises.txt)
 PP_TASKS  := $(shell awk '!/^\#/ && $$3 == "pp" {print $$1}' exercises.txt)
 # Sharded data parallel (kind zero): the language-model flags and --zero_stage.
 ZERO_TASKS := $(shell awk '!/^\#/ && $$3 == "zero" {print $$1}' exercises.txt)
-GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS) $(ZERO_TASKS),$(DP_TASKS))
+# Tensor parallel (kind tp): the language-model flags and --tp.
+TP_TASKS := $(shell awk '!/^\#/ && $$3 == "tp" {print $$1}' exercises.txt)
+GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS) $(ZERO_TASKS) $(TP_TASKS),$(DP_TASKS))
 
 # The data-parallel exercises run WORLD local ranks; the global batch stays BATCH.
 WORLD  ?= 4
@@ -92,7 +94,8 @@ help:
 	@echo "  task 1 runs on the fixtures (MODEL DATA LR EPOCHS BATCH SEQ SEED); dp DP_MODEL=gpt2 for GPT-2 small's shape;"
 	@echo "  pipeline: single stage, model parallel, pipeline; pp: PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe, WORLD=4 for data x pipeline"
 	@echo "  zero: ZERO_STAGE=1|2|3 (ZeRO-1, ZeRO-2, FSDP; default 3) on WORLD ranks, ZERO_STEPS steps of ZERO_BATCH pairs"
-	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s$(comma) dp and zero's stages on 4 hosts at every rate; figures 9$(comma) 12 and 14")
+	@echo "  tp: TP=2 ranks per tensor group (default 2), on TP ranks or WORLD (TP x DP), TP_STEPS steps of ZERO_BATCH pairs"
+	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s$(comma) dp and zero's stages$(comma) pp and tp on 4 hosts at every rate; figures 9$(comma) 12$(comma) 14 and 15")
 	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
 	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
@@ -203,11 +206,26 @@ $(ZERO_TASKS) $(call solutions_of,$(ZERO_TASKS)): fixtures
 	  --zero_stage $(ZERO_STAGE) --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
 	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(WORLD) --local_rank {rank} $(ARGS)
 
+# Tensor parallel (tp): the GPT-2 of dp split over TP ranks, TP_STEPS steps of a global batch of
+# ZERO_BATCH pairs. On TP ranks unless WORLD is given: `make tp WORLD=4 TP=2` is TP 2 x DP 2. The
+# run ends with what a rank held and all-reduced (results.json's "tensor_parallel"). gpt2-mini has
+# 4 heads: TP 1, 2 or 4; at TP 4 the fixture tokenizer's vocabulary of 1482 is padded to 1484.
+TP       ?= 2
+TP_STEPS ?= 30
+TP_WORLD = $(if $(filter command line environment,$(origin WORLD)),$(WORLD),$(TP))
+$(TP_TASKS) $(call solutions_of,$(TP_TASKS)): fixtures
+	scripts/run_local_ranks.sh $(TP_WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
+	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
+	  --global_batch_size $(ZERO_BATCH) --learning_rate $(GPT2_LR) --max_steps $(TP_STEPS) --no_eval --seed $(SEED) \
+	  --tp $(TP) --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
+	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(TP_WORLD) --local_rank {rank} $(ARGS)
+
 # Tasks 2a, 2b and 3 on an emulated cluster (root: network namespaces whose links are
 # rate-limited in both directions; scripts/cluster_demo.sh): CLUSTER_RATES x CLUSTER_RANKS, a
 # BERT of 5 BERT-base layers on a short sequence and a small batch, so that the network decides;
-# then dp at 1, 2, 4 hosts and pp at 2 and 4 hosts (one stage each) at the first rate, and dp and
-# zero at ZeRO-1, ZeRO-2 and FSDP on 4 hosts at every rate.
+# then dp at 1, 2, 4 hosts and pp at 2 and 4 hosts (one stage each) at the first rate, dp and
+# zero at ZeRO-1, ZeRO-2 and FSDP on 4 hosts at every rate, and pp and tp (TP 4, TP 2 x DP 2) on 4
+# hosts at every rate.
 CLUSTER_RATES ?= 1gbit 2500mbit 10gbit unlimited
 CLUSTER_RANKS ?= 4 2
 CLUSTER_STEPS ?= 6

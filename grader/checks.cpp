@@ -24,6 +24,7 @@ std::vector<CheckSpec> checks_of_kind(const Exercise& e) {
   if (e.kind == "pipeline") return pipeline_checks(e.name);
   if (e.kind == "pp") return pp_checks(e.name);
   if (e.kind == "zero") return zero_checks(e.name);
+  if (e.kind == "tp") return tp_checks(e.name);
   throw Error("exercises.txt: " + e.name + " has the kind '" + e.kind + "', which has no checks");
 }
 

@@ -39,7 +39,7 @@ std::string and_list(const std::vector<std::string>& names) {
 }  // namespace
 
 void Plotter::plot(Figure& fig, const std::string& data, const std::vector<std::string>& vars) {
-  const fs::path script = options.plots_dir / (fig.name + ".gp");
+  const fs::path script = options.plots_dir / ((fig.template_name.empty() ? fig.name : fig.template_name) + ".gp");
   if (!fs::is_regular_file(script))
     throw Error(fmt::format("{}: no such gnuplot template (ReportOptions::plots_dir should be the "
                             "repository's plots/)", script.string()));

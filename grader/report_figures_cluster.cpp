@@ -2,6 +2,8 @@
 // scripts/cluster_demo.sh (runs of purpose "cluster", their run.json naming the link rate), against
 // what the gradient bytes and the link rate predict; see report_parts.h.
 #include <array>
+#include <functional>
+#include <initializer_list>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -236,61 +238,71 @@ Figure cluster_lm_figure(const Folder& f, const Provenance& pv, Plotter& plotter
   return fig;
 }
 
-// Figure 14: sharding on the same emulated hosts. dp and the zero reference at ZeRO-1, ZeRO-2 and
-// FSDP on 4 hosts at every rate: time per step against the link rate beside "compute (the
-// unlimited run's step) + predicted bytes / rate", and rank 0's bytes per step predicted (the
-// rings', Note [Bytes of a sharded step]) and measured on its eth0.
-Figure cluster_zero_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table) {
-  namespace c = cluster_figure_parts;
-  Figure fig{14, "cluster_zero", "Sharding on an emulated cluster: time per step against the link rate"};
+namespace cluster_figure_parts {
+
+// Figures 14 and 15: exercises on the same emulated hosts at every rate, time per step against the
+// link rate beside "compute (the unlimited run's step) + rank 0's predicted bytes / rate", and
+// rank 0's bytes per step predicted and measured on its eth0. What differs between the two: which
+// runs, their series, and where each series' prediction comes from.
+struct RateFigure {
+  int number = 0;
+  std::string name, title, table_title, missing;
+  std::vector<std::string> order;  // the series, in the order drawn
+  // The run's series, or "" when it is not one of this figure's (its purpose says which demo ran it).
+  std::function<std::string(const Run&)> series;
+  // Rank 0's predicted bytes per step of a series, from its runs (any rate; `all`: every series'),
+  // or nullopt.
+  std::function<std::optional<double>(const std::string& series, const std::vector<const Run*>& runs,
+                                      const std::map<std::string, std::map<std::string, const Run*>>& all)>
+      predicted;
+  // The caption's first sentences and what the prediction is, {} for the number of hosts.
+  std::string caption;
+};
+
+Figure rate_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table, const RateFigure& spec) {
+  Figure fig{spec.number, spec.name, spec.title};
+  fig.template_name = "cluster_rates";
   std::map<std::string, std::map<std::string, const Run*>> runs;  // series -> rate -> run
   int hosts = 0;
   for (const Run& r : f.runs) {
-    if (r.purpose != "cluster-zero" || !number(r.results, {"timing", "mean_seconds"})) continue;
-    const auto stage = number(r.results, {"sharding", "stage"});
-    if (r.exercise != "dp" && !stage) continue;
-    const std::string series = !stage ? "dp" : *stage == 1 ? "ZeRO-1" : *stage == 2 ? "ZeRO-2" : "FSDP";
+    if (!number(r.results, {"timing", "mean_seconds"})) continue;
+    const std::string series = spec.series(r);
+    if (series.empty()) continue;
     runs[series][text(r.record, {"rate"}, "?")] = &r;
     hosts = r.world;
   }
   if (runs.empty()) {
-    fig.missing = "no emulated-cluster runs of zero (purpose \"cluster-zero\"): `sudo make cluster-demo` makes them";
+    fig.missing = spec.missing;
     return fig;
   }
-  // dp's all-reduce sends what ZeRO-1's two rings send, less the padding: ZeRO-1's prediction.
-  std::map<std::string, double> predicted;  // series -> bytes per step
-  for (const auto& [series, by_rate] : runs) {
-    for (const auto& [rate, r] : by_rate) {
-      if (const auto p = number(r->results, {"sharding", "predicted_bytes_sent_per_step"})) predicted[series] = *p;
-    }
-  }
-  if (predicted.count("ZeRO-1")) predicted["dp"] = predicted["ZeRO-1"];
-  table = {"dp and zero on emulated hosts (scripts/cluster_demo.sh)",
+  table = {spec.table_title,
            {"series", "hosts", "link", "s / step", "model s / step", "step / model", "rank 0 MB/step predicted",
             "measured on eth0", "run"},
            "lrlrrrrrl", {}};
-  const std::vector<std::string> order = {"dp", "ZeRO-1", "ZeRO-2", "FSDP"};
-  std::string data = "# Figure 14, one index per series (dp, ZeRO-1, ZeRO-2, FSDP), one row per limited rate:\n"
-                     "# gbit_per_s seconds_per_step model_seconds predicted_MB measured_MB  (run)\n";
+  std::string data = fmt::format("# Figure {}, one index per series ({}), one row per limited rate:\n"
+                                 "# gbit_per_s seconds_per_step model_seconds predicted_MB measured_MB  (run)\n",
+                                 spec.number, fmt::join(spec.order, ", "));
   std::string series_list, agreement;
-  for (const std::string& series : order) {
+  for (const std::string& series : spec.order) {
     if (!runs.count(series)) continue;
     series_list += (series_list.empty() ? "" : " ") + series;
     const auto& by_rate = runs.at(series);
     const Run* unlimited = by_rate.count("unlimited") ? by_rate.at("unlimited") : nullptr;
-    const double bytes = predicted.count(series) ? predicted.at(series) : 0.0;
+    std::vector<const Run*> its_runs;
+    for (const auto& [rate, r] : by_rate) its_runs.push_back(r);
+    const double bytes = spec.predicted(series, its_runs, runs).value_or(0.0);
     data += fmt::format("# {}\n", series);
     // In rate order (the map orders the names as text).
     std::vector<std::pair<double, const Run*>> limited;
     for (const auto& [rate, r] : by_rate) {
-      if (const auto g = c::gbit(rate)) limited.emplace_back(*g, r);
+      if (const auto g = gbit(rate)) limited.emplace_back(*g, r);
     }
     std::sort(limited.begin(), limited.end());
     for (const auto& [g, r] : limited) {
       const double step = number(r->results, {"timing", "mean_seconds"}).value();
       const double measured = number(r->results, {"timing", "mean_tx_bytes"}).value_or(NAN);
       double model = NAN;
-      if (unlimited) model = number(unlimited->results, {"timing", "mean_seconds"}).value() + bytes / (g * 1e9 / 8 * c::kPayloadShare);
+      if (unlimited) model = number(unlimited->results, {"timing", "mean_seconds"}).value() + bytes / (g * 1e9 / 8 * kPayloadShare);
       data += fmt::format("{:g} {:.4f} {:.4f} {:.4f} {:.4f}  # runs/{}\n", g, step, model, bytes / 1e6, measured / 1e6, r->id);
       table.rows.push_back({series, std::to_string(r->world), text(r->record, {"rate"}, "?"), fmt::format("{:.3f}", step),
                             std::isnan(model) ? "-" : fmt::format("{:.3f}", model),
@@ -309,16 +321,111 @@ Figure cluster_zero_figure(const Folder& f, const Provenance& pv, Plotter& plott
     data += "\n\n";
   }
   fig.provenance = pv.line({hosts});
-  plotter.plot(fig, data, {"series=" + gp_string(series_list)});
-  fig.caption = fmt::format(
-      "dp and the zero reference (gpt2-mini, 8 pairs per host) on {} network-namespace hosts of this machine (sudo "
+  plotter.plot(fig, data, {"series=" + gp_string(series_list), "heading=" + gp_string(spec.title)});
+  fig.caption = fmt::format("{} {}.", fmt::format(fmt::runtime(spec.caption), hosts),
+                            agreement.empty() ? "No rate-limited run with its unlimited twin" : agreement);
+  return fig;
+}
+
+// The first prediction at `keys` among `runs`.
+std::optional<double> first_number(const std::vector<const Run*>& runs, std::initializer_list<const char*> keys) {
+  for (const Run* r : runs) {
+    if (const auto p = number(r->results, keys)) return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace cluster_figure_parts
+
+// Figure 14: sharding on the same emulated hosts. dp and the zero reference at ZeRO-1, ZeRO-2 and
+// FSDP on 4 hosts at every rate, rank 0's bytes predicted by the rings (Note [Bytes of a sharded
+// step]); dp's all-reduce sends what ZeRO-1's two rings send, less the padding: ZeRO-1's.
+Figure cluster_zero_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table) {
+  namespace c = cluster_figure_parts;
+  c::RateFigure spec;
+  spec.number = 14;
+  spec.name = "cluster_zero";
+  spec.title = "Sharding on an emulated cluster: time per step against the link rate";
+  spec.table_title = "dp and zero on emulated hosts (scripts/cluster_demo.sh)";
+  spec.missing = "no emulated-cluster runs of zero (purpose \"cluster-zero\"): `sudo make cluster-demo` makes them";
+  spec.order = {"dp", "ZeRO-1", "ZeRO-2", "FSDP"};
+  spec.series = [](const Run& r) -> std::string {
+    if (r.purpose != "cluster-zero") return "";
+    const auto stage = number(r.results, {"sharding", "stage"});
+    if (r.exercise != "dp" && !stage) return "";
+    return !stage ? "dp" : *stage == 1 ? "ZeRO-1" : *stage == 2 ? "ZeRO-2" : "FSDP";
+  };
+  spec.predicted = [](const std::string& series, const std::vector<const Run*>& runs, const auto& all) {
+    if (series != "dp") return c::first_number(runs, {"sharding", "predicted_bytes_sent_per_step"});
+    if (!all.count("ZeRO-1")) return std::optional<double>();
+    std::vector<const Run*> zero1;
+    for (const auto& [rate, r] : all.at("ZeRO-1")) zero1.push_back(r);
+    return c::first_number(zero1, {"sharding", "predicted_bytes_sent_per_step"});
+  };
+  spec.caption = fmt::format(
+      "dp and the zero reference (gpt2-mini, 8 pairs per host) on {{}} network-namespace hosts of this machine (sudo "
       "make cluster-demo). Left: seconds per step against the link rate, measured (solid) and modelled (dashed) as "
       "the unlimited run's step plus rank 0's predicted bytes / rate ({:.0f}% of the rate payload). Right: rank 0's "
       "bytes per step at each rate, predicted (the rings': 2(N-1)/N of the padded model for ZeRO-1 and 2, 3(N-1)/N "
       "for FSDP; dp's all-reduce as ZeRO-1's, less the padding) and measured on its eth0 (TCP/IP headers and the "
-      "step's scalar all-reduces besides). {}.",
-      hosts, 100 * c::kPayloadShare, agreement.empty() ? "No rate-limited run with its unlimited twin" : agreement);
-  return fig;
+      "step's scalar all-reduces besides).",
+      100 * c::kPayloadShare);
+  return c::rate_figure(f, pv, plotter, table, spec);
+}
+
+// Figure 15: the three axes on the same emulated hosts. dp, pp (one stage per host) and tp (TP 4,
+// and TP 2 x DP 2) at every rate: tensor parallelism all-reduces activations in every layer, so
+// it needs the fastest links (inside a node); data and pipeline parallelism go across.
+Figure cluster_tp_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table) {
+  namespace c = cluster_figure_parts;
+  c::RateFigure spec;
+  spec.number = 15;
+  spec.name = "cluster_tp";
+  spec.title = "Data, pipeline and tensor parallelism on an emulated cluster: time per step against the link rate";
+  spec.table_title = "dp, pp and tp on emulated hosts (scripts/cluster_demo.sh)";
+  spec.missing = "no emulated-cluster runs of tp (purpose \"cluster-tp\"): `sudo make cluster-demo` makes them";
+  spec.order = {"dp", "pp", "TP2xDP2", "TP4"};  // gnuplot's words: no spaces
+  // dp at 4 hosts, 8 pairs a host, at every rate: the sharding figure's runs serve here too.
+  spec.series = [](const Run& r) -> std::string {
+    if (r.exercise == "dp" && r.purpose == "cluster-zero") return "dp";
+    if (r.purpose != "cluster-tp") return "";
+    if (r.exercise == "pp") return "pp";
+    const auto tp = number(r.results, {"tensor_parallel", "tp"});
+    const auto dp = number(r.results, {"tensor_parallel", "dp"});
+    if (!tp || !dp) return "";
+    return *dp > 1 ? fmt::format("TP{:g}xDP{:g}", *tp, *dp) : fmt::format("TP{:g}", *tp);
+  };
+  spec.predicted = [](const std::string& series, const std::vector<const Run*>& runs,
+                      const auto& all) -> std::optional<double> {
+    if (series == "pp") {
+      for (const Run* r : runs) {
+        const json* ranks = find(r->results, {"pp", "traffic", "ranks"});
+        if (ranks && ranks->is_array() && !ranks->empty()) return number(ranks->at(0), {"predicted_sent_bytes_per_step"});
+      }
+      return std::nullopt;
+    }
+    if (series != "dp") return c::first_number(runs, {"tensor_parallel", "predicted_bytes_sent_per_step"});
+    // dp's ring all-reduce of the whole model's gradient: 2(N-1)/N of it (the model's bytes from a tp run).
+    for (const auto& [name, by_rate] : all) {
+      for (const auto& [rate, r] : by_rate) {
+        if (const auto whole = number(r->results, {"tensor_parallel", "whole_bytes"})) {
+          const double n = r->world;
+          return 2 * (n - 1) / n * *whole;
+        }
+      }
+    }
+    return std::nullopt;
+  };
+  spec.caption = fmt::format(
+      "The three axes at the same world on {{}} network-namespace hosts of this machine (sudo make cluster-demo), "
+      "gpt2-mini, a global batch of 32 pairs: dp (8 a host), pp (one stage a host, 1F1B, 8 micro-batches) and tp "
+      "(TP 4; TP 2 x DP 2). Left: seconds per step against the link rate, measured (solid) and modelled (dashed) as "
+      "the unlimited run's step plus rank 0's predicted bytes / rate ({:.0f}% of the rate payload). Right: rank 0's "
+      "bytes per step, predicted (dp: a ring all-reduce of the gradient, 2(N-1)/N of the model; pp: the boundaries' "
+      "activations and gradients; tp: 2(TP-1)/TP of its tensor group's all-reduces, (4L + 2) x B x T x H floats and "
+      "the loss's 3 x B x T, plus 2(DP-1)/DP of its slices' gradient) and measured on its eth0.",
+      100 * c::kPayloadShare);
+  return c::rate_figure(f, pv, plotter, table, spec);
 }
 
 }  // namespace dtlab::grader::report_parts

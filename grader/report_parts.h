@@ -23,7 +23,7 @@ inline const std::vector<std::string> kTimedExercises = {"task2a", "task2b", "ta
 inline const std::set<std::string> kPurposes = {"timing", "losses", "reference", "bucket-sweep", "traffic",
                                                 "dp-timing-weak", "dp-timing-strong", "dp-learning",
                                                 "pipeline-timing", "pp-timing", "cluster", "cluster-dp",
-                                                "cluster-pp", "zero-scaling", "cluster-zero"};
+                                                "cluster-pp", "zero-scaling", "cluster-zero", "cluster-tp"};
 
 // Reading JSON leniently: a missing field is reported by the caller, never a crash.
 const json* find(const json& j, std::initializer_list<const char*> keys);
@@ -71,6 +71,7 @@ struct Figure {
   Figure(int n, std::string file_name, std::string heading) : number(n), name(file_name), title(heading) {}
   int number = 0;
   std::string name, title;  // name: the template plots/<name>.gp and the files <name>.svg/.dat
+  std::string template_name;  // when set, the template plots/<template_name>.gp instead
   std::string caption;      // set when drawn
   std::string missing;      // set when left out: why
   std::string provenance;
@@ -120,5 +121,6 @@ Figure cluster_lm_figure(const Folder& f, const Provenance& pv, Plotter& plotter
 Figure cluster_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure zero_memory_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure cluster_zero_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
+Figure cluster_tp_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 
 }  // namespace dtlab::grader::report_parts

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The lesson of tasks 2a, 2b and 3 on an emulated cluster, then the GPT-2 exercises dp, pp and zero:
+# The lesson of tasks 2a, 2b and 3 on an emulated cluster, then the GPT-2 exercises dp, pp, zero, tp:
 # the three ways of synchronising gradients timed on N network-namespace hosts of this machine
 # (scripts/netns_hosts.sh) whose links are rate-limited in both directions, at several link rates
 # and world sizes, with a BERT sized so that communication is a real part of a step (the model,
@@ -15,9 +15,10 @@
 # (each rank's log, output/results.json, run.json with the rate) and cluster-fixtures/ (the
 # model: BERT-base's width, 5 layers, the fixture's 662 words, sequence 8, global batch 8), and
 # runs/cluster-dp-<rate>-w<N>/, runs/cluster-pp-<rate>-w<N>/ (gpt2-mini on the translation
-# fixture; figure 12), runs/cluster-zero-<dp|1|2|3>-<rate>-w4/ (sharding; figure 14).
+# fixture; figure 12), runs/cluster-zero-<dp|1|2|3>-<rate>-w4/ (sharding; figure 14),
+# runs/cluster-tp-<pp|tp4|tp2>-<rate>-w4/ (the three axes; figure 15).
 # Prints one line per run: seconds per step, of it waiting for gradients; then, when DIR holds
-# a grading (make demo), renders its report again, with figures 9, 12 and 14 from these runs. The hosts are
+# a grading (make demo), renders its report again, with figures 9, 12, 14 and 15 from these runs. The hosts are
 # always torn down: at the end, on failure, on Ctrl-C or SIGTERM (and leftovers of a killed
 # earlier run are removed first).
 set -euo pipefail
@@ -49,7 +50,7 @@ done
 
 ((EUID == 0)) || die "needs root (network namespaces, links and rate limits): run it with sudo, e.g. sudo make cluster-demo"
 [[ $steps =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive number, got '$steps'"
-for t in task2a task2b task3 dp pp; do
+for t in task2a task2b task3 dp pp zero tp; do
   [[ -x $build/$t-solution ]] || die "$build/$t-solution is missing: run make build first"
 done
 [[ -x $build/tools/dtlab-fixtures ]] || die "$build/tools/dtlab-fixtures is missing: run make build first"
@@ -166,6 +167,18 @@ for rate in $rates; do
   for stage in 1 2 3; do
     run_on_hosts "cluster-zero-$stage-$rate-w4" zero cluster-zero 4 "$rate" "${lm_flags[@]}" --global_batch_size 32 \
       --zero_stage "$stage"
+  done
+done
+
+# The three axes (figure 15): pp (one stage a host) and tp at TP 4 and at TP 2 x DP 2 on 4 hosts at
+# every rate, the same global batch of 32 as the sharding runs' dp (which the figure reuses): tp's
+# tensor groups all-reduce activations in every layer (Note [Bytes of a tensor-parallel step],
+# tp/tp_trainer.h), so its step grows fastest as the link slows.
+for rate in $rates; do
+  run_on_hosts "cluster-tp-pp-$rate-w4" pp cluster-tp 4 "$rate" "${lm_flags[@]}" --stages 4 --micro_batches 8 \
+    --schedule 1f1b --batch_size 32
+  for tp in 4 2; do
+    run_on_hosts "cluster-tp-tp$tp-$rate-w4" tp cluster-tp 4 "$rate" "${lm_flags[@]}" --global_batch_size 32 --tp "$tp"
   done
 done
 

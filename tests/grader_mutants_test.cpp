@@ -1,6 +1,6 @@
-// Deliberately broken solutions of task 2b, dp, pipeline, pp and zero (tests/mutants), graded: each must
-// fail the check that should catch it, with the words that tell a student what is wrong, within
-// its timeout. A check that stops catching its bug fails here.
+// Deliberately broken solutions of task 2b, dp, pipeline, pp, zero and tp (tests/mutants),
+// graded: each must fail the check that should catch it, with the words that tell a student what
+// is wrong, within its timeout. A check that stops catching its bug fails here.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -112,7 +112,23 @@ const std::vector<Mutant> kZeroMutants = {
     {"zero", "does_nothing", "scaling", "wrong number", "rank 0 sent 0 bytes per step, not the", 180},
 };
 
+// Tensor parallelism: each mistake fails the check that names it. The data-parallel average of
+// the grid's gradients is the kit's (tp/tp_step.h), so "replicated gradients not synchronised
+// over DP" cannot be written against this contract; the replicas check catches ranks that drift
+// apart through the student's operators instead (f_g_swapped).
+const std::vector<Mutant> kTpMutants = {
+    {"tp", "f_g_swapped", "gradients-2", "wrong number", "Are f (identity forward, all-reduce backward) and g", 120},
+    {"tp", "f_g_swapped", "replicas", "wrong number", "rank 1's replicated parameters (wpe, the layer norms", 120},
+    {"tp", "no_row_all_reduce", "traffic", "wrong number", "An all-reduce is missing", 120},
+    // GPT-2's biases start at zero: step 1 agrees, step 2 does not.
+    {"tp", "bias_on_every_rank", "losses-2", "wrong number", "Is each row-parallel bias added once, after g?", 120},
+    {"tp", "contiguous_c_attn", "gradients-2", "wrong number", "not one contiguous slice of the 3 x n_embd columns", 120},
+    {"tp", "gathered_logits", "losses-2", "wrong number", "log 2 = 0.693147 too high", 120},
+    {"tp", "padding_counted", "gradients-4", "wrong number", "the vocabulary of 1482 is padded to 1484", 120},
+};
+
 std::string mutants_binary(const std::string& exercise) {
+  if (exercise == "tp") return DTLAB_PROGRAM("tp-mutants");
   if (exercise == "zero") return DTLAB_PROGRAM("zero-mutants");
   if (exercise == "pipeline") return DTLAB_PROGRAM("pipeline-mutants");
   if (exercise == "pp") return DTLAB_PROGRAM("pp-mutants");
@@ -153,7 +169,8 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
                                          std::pair{std::string("dp"), "partition,gradients"},
                                          std::pair{std::string("pipeline"), "schedule,split,transparency,concurrency"},
                                          std::pair{std::string("pp"), "schedules,memory,overlap,gradients,order"},
-                                         std::pair{std::string("zero"), "gradients-1,losses-1,losses-3,memory,traffic"}}) {
+                                         std::pair{std::string("zero"), "gradients-1,losses-1,losses-3,memory,traffic"},
+                                         std::pair{std::string("tp"), "gradients-2,losses-2,replicas,traffic"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_PROGRAM("grader"), "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
@@ -218,6 +235,11 @@ const std::vector<FairCase> kFairCases = {
       {"timing", "wrong number"}},
      {{"memory", "these stages did not talk"}, {"overlap", "these stages did not talk"},
       {"order", "these stages did not talk"}, {"timing", "these stages did not talk"}}},
+    // tp: padding columns counted in the loss change nothing where the vocabulary divides (TP 2:
+    // 1482 rows), only at TP 4 (padded to 1484): gradients-4 alone fails.
+    {"tp", "padding_counted",
+     {{"gradients-2", "passed"}, {"gradients-4", "wrong number"}, {"losses-2", "passed"}, {"memory", "passed"}},
+     {{"gradients-4", "transformer.wte.weight"}}},
 };
 
 class FairGrading : public ::testing::TestWithParam<FairCase> {};
@@ -260,6 +282,7 @@ INSTANTIATE_TEST_SUITE_P(Dp, GraderMutants, ::testing::ValuesIn(kDpMutants), tes
 INSTANTIATE_TEST_SUITE_P(Pipeline, GraderMutants, ::testing::ValuesIn(kPipelineMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Pp, GraderMutants, ::testing::ValuesIn(kPpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Zero, GraderMutants, ::testing::ValuesIn(kZeroMutants), test_name);
+INSTANTIATE_TEST_SUITE_P(Tp, GraderMutants, ::testing::ValuesIn(kTpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Fair, FairGrading, ::testing::ValuesIn(kFairCases),
                          [](const ::testing::TestParamInfo<FairCase>& p) { return p.param.exercise + "_" + p.param.mutant; });
 

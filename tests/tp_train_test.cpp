@@ -40,49 +40,6 @@ using dtlab::test::relative_difference;
 using dtlab::test::run_ranks;
 
 // ---------------------------------------------------------------------------------------------
-// The grid.
-
-TEST(Grid, TensorRanksAreConsecutiveAndDataRanksStrided) {
-  using dtlab::tp::data_group_ranks;
-  using dtlab::tp::tensor_group_ranks;
-  EXPECT_EQ(tensor_group_ranks(4, 2, 3), (std::vector<int>{2, 3}));
-  EXPECT_EQ(data_group_ranks(4, 2, 3), (std::vector<int>{1, 3}));
-  EXPECT_EQ(tensor_group_ranks(6, 3, 1), (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(data_group_ranks(6, 3, 1), (std::vector<int>{1, 4}));
-  EXPECT_EQ(tensor_group_ranks(3, 3, 2), (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(data_group_ranks(3, 3, 2), (std::vector<int>{2}));
-  EXPECT_EQ(tensor_group_ranks(2, 1, 1), (std::vector<int>{1}));
-  EXPECT_EQ(data_group_ranks(2, 1, 1), (std::vector<int>{0, 1}));
-}
-
-TEST(Grid, ATPThatDoesNotDivideTheWorldIsNamed) {
-  EXPECT_THROW_WITH(dtlab::tp::tensor_group_ranks(4, 3, 0), dtlab::Error,
-                    "tensor parallelism of 3 does not divide the world of 4 ranks");
-  EXPECT_THROW_WITH(dtlab::tp::data_group_ranks(4, 0, 0), dtlab::Error, "at least 1");
-  // Every rank refuses before it waits for a sub-group.
-  run_ranks(4, [](Group& world) {
-    EXPECT_THROW_WITH(dtlab::tp::Grid grid(world, 3), dtlab::Error, "of 3 does not divide the world of 4 ranks");
-  });
-}
-
-TEST(Grid, EachGroupReducesOverItsRanks) {
-  run_ranks(4, [](Group& world) {
-    dtlab::tp::Grid grid(world, 2);
-    const int r = world.rank();
-    EXPECT_EQ(grid.tp(), 2);
-    EXPECT_EQ(grid.dp(), 2);
-    EXPECT_EQ(grid.tp_rank(), r % 2);
-    EXPECT_EQ(grid.dp_rank(), r / 2);
-    torch::Tensor t = torch::full({1}, double(r));
-    grid.tensor().all_reduce(t, dtlab::dist::ReduceOp::SUM, "tensor");
-    EXPECT_EQ(t.item<double>(), r / 2 * 4 + 1) << "ranks 2(r/2) and 2(r/2)+1";
-    torch::Tensor d = torch::full({1}, double(r));
-    grid.data().all_reduce(d, dtlab::dist::ReduceOp::SUM, "data");
-    EXPECT_EQ(d.item<double>(), r % 2 * 2 + 2) << "ranks r%2 and r%2+2";
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
 // The model and the data.
 
 // tp_test's GPT-2: TP 2 and 3 divide the heads (6) and the MLP (192), not the vocabulary (101).

@@ -11,6 +11,7 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/model/checkpoint.h"
+#include "dtlab/model/dropout.h"
 
 namespace dtlab::tp {
 
@@ -67,11 +68,6 @@ TensorParallelGpt2Impl::TensorParallelGpt2Impl(const model::Gpt2LMHeadModel& who
     : config_(whole->config()), group_(&group) {
   const int tp = group.size(), rank = group.rank();
   check_divides(config_, tp);
-  if (config_.resid_pdrop > 0 || config_.embd_pdrop > 0 || config_.attn_pdrop > 0) {
-    throw Error(fmt::format("the tensor-parallel GPT-2 has no dropout, and this config asks for it (resid {}, "
-                            "embd {}, attn {}): run with dropout 0",
-                            config_.resid_pdrop, config_.embd_pdrop, config_.attn_pdrop));
-  }
   if (!config_.tie_word_embeddings || config_.reorder_and_upcast_attn) {
     throw Error("the tensor-parallel GPT-2 needs tied embeddings and reorder_and_upcast_attn false");
   }
@@ -120,15 +116,27 @@ torch::Tensor TensorParallelGpt2Impl::block(int64_t layer, const torch::Tensor& 
   const double lowest = w.scalar_type() == torch::kDouble ? std::numeric_limits<double>::lowest()
                                                           : std::numeric_limits<float>::lowest();
   w = torch::where(causal, w, torch::full({}, lowest, w.options()));
+  // Note [Dropout of a split model] (tp/gpt2_tp.h): the attention's mask is inside the split, so
+  // each rank draws the whole model's mask and keeps its heads' part of it.
+  torch::Tensor probabilities = torch::softmax(w, -1);
+  if (is_training() && config_.attn_pdrop > 0) {
+    const torch::Tensor whole = model::dropout(torch::ones({batch, config_.n_head, seq, seq}, probabilities.options()),
+                                               config_.attn_pdrop, true);
+    probabilities = probabilities * whole.narrow(1, group_->rank() * heads, heads);
+  }
   const torch::Tensor attended =
-      torch::matmul(torch::softmax(w, -1), v).permute({0, 2, 1, 3}).contiguous().view({batch, seq, width});
-  const torch::Tensor x = hidden + row_parallel_linear(attended, parameter(p + "attn.c_proj.weight"),
-                                                       parameter(p + "attn.c_proj.bias"), *group_, tag + " attention out");
+      torch::matmul(probabilities, v).permute({0, 2, 1, 3}).contiguous().view({batch, seq, width});
+  // Outside the split (after g): whole and equal on every rank, so one mask drawn alike on each.
+  const torch::Tensor x =
+      hidden + model::dropout(row_parallel_linear(attended, parameter(p + "attn.c_proj.weight"),
+                                                  parameter(p + "attn.c_proj.bias"), *group_, tag + " attention out"),
+                              config_.resid_pdrop, is_training());
 
   const torch::Tensor inner = model::gelu_new(column_parallel_linear(norm("ln_2", x), parameter(p + "mlp.c_fc.weight"),
                                                               parameter(p + "mlp.c_fc.bias"), *group_, tag + " mlp in"));
-  return x + row_parallel_linear(inner, parameter(p + "mlp.c_proj.weight"), parameter(p + "mlp.c_proj.bias"), *group_,
-                                 tag + " mlp out");
+  return x + model::dropout(row_parallel_linear(inner, parameter(p + "mlp.c_proj.weight"),
+                                                parameter(p + "mlp.c_proj.bias"), *group_, tag + " mlp out"),
+                            config_.resid_pdrop, is_training());
 }
 
 torch::Tensor TensorParallelGpt2Impl::forward(const torch::Tensor& input_ids) {
@@ -139,8 +147,9 @@ torch::Tensor TensorParallelGpt2Impl::forward(const torch::Tensor& input_ids) {
   }
   const torch::Tensor wte = parameter("transformer.wte.weight");
   const torch::Tensor positions = torch::arange(seq, input_ids.options().dtype(torch::kLong));
-  torch::Tensor hidden = vocab_parallel_embedding(input_ids, wte, vocab_, *group_, "tp embedding") +
-                         torch::embedding(parameter("transformer.wpe.weight"), positions);
+  torch::Tensor hidden = model::dropout(vocab_parallel_embedding(input_ids, wte, vocab_, *group_, "tp embedding") +
+                                            torch::embedding(parameter("transformer.wpe.weight"), positions),
+                                        config_.embd_pdrop, is_training());
   for (int64_t i = 0; i < config_.n_layer; ++i) hidden = block(i, hidden);
   hidden = F::layer_norm(hidden, F::LayerNormFuncOptions({config_.n_embd})
                                      .weight(parameter("transformer.ln_f.weight"))
@@ -156,6 +165,21 @@ torch::Tensor TensorParallelGpt2Impl::loss(const torch::Tensor& logits, const to
   const torch::Tensor targets = labels.narrow(-1, 1, labels.size(-1) - 1).reshape({-1});
   const torch::Tensor per_token = vocab_parallel_cross_entropy(shifted, targets, vocab_, *group_, "tp loss");
   return per_token.sum() / targets.ne(model::kIgnoreIndex).sum().to(per_token.scalar_type());
+}
+
+}  // namespace dtlab::tp
+
+namespace dtlab::tp {
+
+TokenLossSum token_loss_sum(TensorParallelGpt2Impl& model, const torch::Tensor& logits, const torch::Tensor& labels,
+                            const torch::Tensor& weights) {
+  // Tokens of weight 0 become ignored targets: their loss is 0 and their logits get no gradient.
+  const torch::Tensor counted = weights.reshape({-1}) > 0;
+  const torch::Tensor targets =
+      torch::where(counted, labels.reshape({-1}), torch::full({}, model::kIgnoreIndex, labels.options()));
+  const torch::Tensor per_token = vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets,
+                                                               model.vocab(), model.group(), "tp loss");
+  return {per_token.sum(), counted.sum().to(torch::kFloat64).item<double>()};
 }
 
 }  // namespace dtlab::tp

@@ -39,12 +39,18 @@ torch::Tensor unshard(const std::string& name, const std::vector<torch::Tensor>&
 }
 
 model::Gpt2LMHeadModel gather_tensor_parallel_gpt2(TensorParallelGpt2Impl& model, dist::Group& group) {
+  model::Gpt2LMHeadModel whole(model.config());
+  gather_tensor_parallel_gpt2_into(model, group, *whole);
+  return whole;
+}
+
+void gather_tensor_parallel_gpt2_into(TensorParallelGpt2Impl& model, dist::Group& group,
+                                      model::Gpt2LMHeadModelImpl& whole) {
   const model::Gpt2Config& config = model.config();
-  model::Gpt2LMHeadModel whole(config);
   torch::NoGradGuard no_grad;
   const auto shards = model.named_parameters(/*recurse=*/false);
   // The whole model's parameters in its own order, the same on every rank: the same all_gathers.
-  for (auto& item : whole->named_parameters()) {
+  for (auto& item : whole.named_parameters()) {
     std::string key = item.key();
     std::replace(key.begin(), key.end(), '.', '/');
     const torch::Tensor* mine = shards.find(key);
@@ -52,7 +58,6 @@ model::Gpt2LMHeadModel gather_tensor_parallel_gpt2(TensorParallelGpt2Impl& model
     const std::vector<torch::Tensor> all = group.all_gather(mine->detach().contiguous(), "tp gather " + item.key());
     item.value().copy_(unshard(item.key(), all, config));
   }
-  return whole;
 }
 
 void save_tensor_parallel_gpt2(TensorParallelGpt2Impl& model, Grid& grid, const std::filesystem::path& dir,

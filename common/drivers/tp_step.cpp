@@ -82,8 +82,16 @@ TensorParallelStepResult tensor_parallel_step(TensorParallelGpt2Impl& model, tor
                                               Grid& grid, const torch::Tensor& input_ids,
                                               const torch::Tensor& labels, double max_grad_norm,
                                               const AfterGradientSync& after_sync) {
+  return tensor_parallel_step(
+      model, optimizer, grid, [&] { return model.loss(model.forward(input_ids), labels); }, max_grad_norm,
+      after_sync);
+}
+
+TensorParallelStepResult tensor_parallel_step(TensorParallelGpt2Impl& model, torch::optim::Optimizer& optimizer,
+                                              Grid& grid, const std::function<torch::Tensor()>& loss_of_batch,
+                                              double max_grad_norm, const AfterGradientSync& after_sync) {
   TensorParallelStepResult result;
-  const torch::Tensor loss = model.loss(model.forward(input_ids), labels);
+  const torch::Tensor loss = loss_of_batch();
   loss.backward();
   result.loss = loss.item<double>();
   average_gradients_over_data(model, grid);

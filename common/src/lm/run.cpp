@@ -104,7 +104,8 @@ std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExe
   // Data parallel: the loss of each rank is its share of the union's (Note [Data-parallel loss]).
   state.loss = translation_loss(state.model, ex.data_parallel ? run.group.get() : nullptr);
   std::unique_ptr<train::GradientSync> sync = train::no_sync();
-  if (ex.stage_ranks && run.group) dist::broadcast_module_state(*state.module, *run.group);
+  // Stages as ranks and tensor parallelism: each rank keeps its part of rank 0's model.
+  if ((ex.stage_ranks || ex.tensor_parallel) && run.group) dist::broadcast_module_state(*state.module, *run.group);
   if (ex.data_parallel) {
     dist::broadcast_module_state(*state.module, *run.group);
     sync = train::sync_after_backward(ex.data_parallel->average_gradients, *state.module, *run.group,
@@ -186,11 +187,13 @@ void print_samples(const std::vector<Translation>& translations, int samples) {
 }
 
 // readers: the ranks whose minibatches differ (every rank; with stages as ranks, the pipelines,
-// whose stage ranks read the same rows).
+// whose stage ranks read the same rows; with tensor parallelism, the data-parallel replicas);
+// reader: what one of them is called ("rank", "pipeline", "replica").
 void print_banner(const LmOptions& o, const train::Run& run, const LmTrainState& state,
                   const train::LoopPlan& plan, const tokenizer::Gpt2Tokenizer& tokenizer,
                   const LmData& d, int64_t rank_examples, const std::string& load_notice, int readers,
-                  bool stages_as_ranks) {
+                  const std::string& reader) {
+  const bool shared_rows = reader != "rank";
   const model::Gpt2Config& c = state.model->config();
   fmt::print("dtlab {}\n", run.name);
   fmt::print("  model       {} (L{} H{} A{}, vocab {}, positions {}, {:.2f}M parameters)\n",
@@ -204,14 +207,14 @@ void print_banner(const LmOptions& o, const train::Run& run, const LmTrainState&
                        : fmt::format("{} validation pairs, BLEU on {} test pairs", d.validation.size(), d.test.size()));
   fmt::print("  training    batch {} x {} {}{} = {}, {} epochs, {} steps, AdamW lr {:g} wd {:g}, "
              "warmup {}, clip {:g}, dropout {}\n",
-             plan.batch_per_rank, readers, stages_as_ranks ? "pipeline" : "rank", readers == 1 ? "" : "s",
+             plan.batch_per_rank, readers, reader, readers == 1 ? "" : "s",
              plan.batch_per_rank * readers, plan.epochs, plan.total_steps, o.learning_rate, o.weight_decay,
              o.warmup_steps, o.max_grad_norm, o.dropout ? fmt::format("{:g}", *o.dropout) : "from the config");
   if (run.group) {
     fmt::print("  ranks       {}\n", run.describe_ranks());
-    if (stages_as_ranks) {
-      fmt::print("  partition   each pipeline's ranks read the same rows: 1/{} of the {} training pairs, shuffled "
-                 "every epoch\n", readers, d.train.size());
+    if (shared_rows) {
+      fmt::print("  partition   each {}'s ranks read the same rows: 1/{} of the {} training pairs, shuffled "
+                 "every epoch\n", reader, readers, d.train.size());
     } else {
       fmt::print("  partition   rank 0 reads {} of the {} training pairs, in the same order every epoch\n",
                  rank_examples, d.train.size());
@@ -290,6 +293,18 @@ void print_throughput(const nlohmann::json& results, int micro_batches) {
                mb * z.value("bytes_sent_per_step", 0.0), mb * z.value("predicted_bytes_sent_per_step", 0.0),
                z.value("stage", 1) == 3 ? 3 : 2);
   }
+  if (results.contains("tensor_parallel")) {
+    // What the split saved and what it cost (Note [Bytes of a tensor-parallel step] in tp/tp_trainer.h).
+    const auto& t = results.at("tensor_parallel");
+    const double mb = 1e-6;
+    const auto& held = t.at("parameter_bytes");
+    fmt::print("tensor parallel: TP {} x DP {}, rank 0 held {:.2f} MB of parameters (the model is {:.2f} MB); its "
+               "tensor group all-reduced {:.2f} MB a step ({:.2f} predicted: (4L + 2) x B x T x H floats + the loss's "
+               "3 x B x T), its data group {:.2f} MB\n",
+               t.value("tp", 1), t.value("dp", 1), mb * (held.empty() ? 0.0 : held.at(0).get<double>()),
+               mb * t.value("whole_bytes", 0.0), mb * t.value("tp_bytes_per_step", 0.0),
+               mb * t.value("predicted_tp_bytes_per_step", 0.0), mb * t.value("dp_bytes_per_step", 0.0));
+  }
 }
 
 }  // namespace
@@ -307,7 +322,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   // A sharded run measures every tensor it holds (the zero exercise's memory), from the start.
   if (ex.sharded) report::TensorBytes::install();
   // Who this process is. Flags are checked before any rank waits for another.
-  const bool ranks = ex.data_parallel || ex.stage_ranks;
+  const bool ranks = ex.data_parallel || ex.stage_ranks || ex.tensor_parallel;
   train::Run run = train::plan_run(ex.name, ranks ? &o.launch : nullptr);
   validate(o);
   if (run.settings.rank == 0 && fs::is_directory(o.output_dir) && !fs::is_empty(o.output_dir) &&
@@ -316,7 +331,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
                 "--overwrite_output_dir to overwrite it");
   }
   train::SetupFunction setup = ex.data_parallel ? ex.data_parallel->setup : nullptr;
-  if (ex.stage_ranks) setup = dist::init_process_group;  // the kit joins the stage ranks
+  if (ex.stage_ranks || ex.tensor_parallel) setup = dist::init_process_group;  // the kit joins the ranks
   train::start_run(run, setup, o.threads);
 
   // Tokenizer and data, tokenised once; then the model and how its gradients travel.
@@ -338,18 +353,25 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
                            pipeline::gpt2_layer_devices(state.model, o.stages, o.balance));
     grid->action_sleep = std::chrono::milliseconds(o.stage_sleep_ms);
   }
-  const int replicas = grid ? grid->pipelines : 1;
+  // Tensor parallelism: the model split over a TP x DP grid (tp/tp_trainer.h); the replicas read
+  // as pipelines do, each replica's TP ranks the same rows.
+  std::unique_ptr<GridTrainer> split;
+  if (ex.tensor_parallel) split = ex.tensor_parallel->make(state.model, *run.group, o);
+  const int replicas = grid ? grid->pipelines : split ? split->replicas() : 1;
   // The ranks whose minibatches differ: the global batch is batch_per_rank times this.
-  const int readers = grid ? replicas : run.world();
+  const int readers = grid || split ? replicas : run.world();
   train::LoopPlan plan;
-  plan.batch_per_rank = grid ? batch_per_rank(o, replicas) : share.batch_size;
-  plan.sampler = {share.data->size(), replicas, grid ? grid->pipeline : 0, reading.shuffle, o.seed};
+  plan.batch_per_rank = grid || split ? batch_per_rank(o, replicas) : share.batch_size;
+  plan.sampler = {share.data->size(), replicas, grid ? grid->pipeline : split ? split->replica() : 0, reading.shuffle,
+                  o.seed};
   train::plan_steps(plan, share.data->size(), replicas, o.num_epochs, o.max_steps);
-  plan.ranks_per_batch = grid ? grid->stages : 1;  // a pipeline's stage ranks read the same rows
+  // A pipeline's stage ranks, a replica's TP ranks, read the same rows.
+  plan.ranks_per_batch = grid ? grid->stages : split ? split->ranks_per_replica() : 1;
   plan.evaluate = !o.no_eval;
   plan.log_first_steps = o.log_first_steps;
   plan.progress_seconds = o.progress_seconds;
   if (o.profile) plan.profile_dir = o.output_dir;
+  if (split) state.module = split->module();  // the optimiser steps this rank's parts
   add_optimizer(state, o, plan.total_steps);
   // Sharded (zero): the units, AdamW on this rank's pieces, the student's strategy (lm/zero_step.h).
   std::unique_ptr<ShardedTrainer> sharded;
@@ -371,6 +393,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   }
   state.evaluate = [&] {
     if (stage_trainer) stage_trainer->gather_model();  // each rank trained only its stage
+    if (split) split->gather_model();                  // each rank trained only its slices
     if (sharded) sharded->gather_whole();  // FSDP: evaluated whole
     std::vector<Translation> translations;
     const train::EvalResult r = evaluate_translation(eval, run.group.get(), &translations);
@@ -386,7 +409,8 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   const fs::path results_path = fs::path(o.output_dir) / "results.json";
   if (run.lead()) {
     const std::string notice = o.model_config.empty() ? load_report.describe(o.model_name_or_path) : "";
-    print_banner(o, run, state, plan, tokenizer, d, share.data->size(), notice, readers, grid.has_value());
+    print_banner(o, run, state, plan, tokenizer, d, share.data->size(), notice, readers,
+                 grid ? "pipeline" : split ? "replica" : "rank");
   }
   // The pipeline exercise: the same model, its forward and backward run by the student's Pipe.
   std::optional<PipelinedModel> pipelined;
@@ -405,6 +429,10 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     step = stage_rank_step(*stage_trainer);
     if (run.lead()) print_stage_grid(*grid);
   }
+  if (split) {
+    step = [&split](train::TrainState& s, const train::StepInput& input) { return split->step(s, input); };
+    if (run.lead()) fmt::print("{}\n", split->describe());
+  }
   if (!o.dump_dir.empty()) {
     if (pipelined) throw Error("--dump_dir is for the exercises with ranks, not with --stages > 1 in one process");
     std::vector<int64_t> epoch1 = data::shard_indices(plan.sampler, 0);
@@ -415,6 +443,8 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
       step = sharded->step(std::move(dump));  // the gradient assembled from the pieces
     } else if (stage_trainer) {
       stage_trainer->dump_at(std::move(dump));  // each stage rank: its stage's gradients
+    } else if (split) {
+      split->dump_at(std::move(dump));  // each rank: its slices' gradients
     } else {
       step = train::step_with_rank_dumps(*sync, std::move(dump));
     }
@@ -429,6 +459,10 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   if (stage_trainer) {
     stage_trainer->gather_model();  // rank 0 saves the whole model
     results.set_section("pp", stage_trainer->summary());
+  }
+  if (split) {
+    split->gather_model();  // rank 0 saves the whole model
+    results.set_section(split->section(), split->summary());
   }
   if (sharded) {
     // What this rank holds (rank 0's, in its results.json).
@@ -449,7 +483,7 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
     LmOptions options;
     CLI::App app{"dtlab " + exercise.name + ": train GPT-2 to translate German->English as a "
                  "language model, evaluated by loss, perplexity and BLEU"};
-    add_lm_flags(app, options, exercise.data_parallel.has_value() || exercise.stage_ranks.has_value());
+    add_lm_flags(app, options, exercise.data_parallel || exercise.stage_ranks || exercise.tensor_parallel);
     if (exercise.pipeline) add_pipeline_flags(app, options);
     if (exercise.stage_ranks) add_stage_rank_flags(app, options);
     if (exercise.sharded) {
@@ -457,6 +491,12 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
                      "What is sharded: 1 the optimiser's state (ZeRO-1), 2 and the gradients (ZeRO-2), 3 and the "
                      "parameters (FSDP)")
           ->check(CLI::IsMember({1, 2, 3}));
+    }
+    if (exercise.tensor_parallel) {
+      app.add_option("--tp", options.tp,
+                     "Ranks of one tensor-parallel group (each holds 1/TP of every large weight); the world size must "
+                     "be a multiple: TP x DP, the DP groups data parallel")
+          ->check(CLI::PositiveNumber);
     }
     if (auto stop = parse_flags(app, argc, argv)) return *stop;
     if (exercise.pipeline && !options.probe.empty()) return exercise.pipeline->probe(options);

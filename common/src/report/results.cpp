@@ -77,9 +77,11 @@ std::string throughput_line(const nlohmann::json& results) {
                                  t.value("tokens_per_second", 0.0), 1e3 * t.value("mean_seconds", 0.0),
                                  t.value("count", 0));
   const double comm = t.value("mean_comm_seconds", 0.0);
-  // A sharded step waits for gradient pieces and for parameters, in backward and in the forward.
-  const char* waiting = results.contains("sharding") ? "waiting for other ranks (receives, all-reduces)"
-                                                     : "waiting for gradients";
+  // A sharded step waits for gradient pieces and for parameters, in backward and in the forward; a
+  // tensor-parallel one for the activations' all-reduces in both.
+  const char* waiting = results.contains("sharding")          ? "waiting for other ranks (receives, all-reduces)"
+                        : results.contains("tensor_parallel") ? "in all-reduces (activations, gradients, loss)"
+                                                              : "waiting for gradients";
   if (comm > 0) line += fmt::format(", {:.1f} ms of it {}", 1e3 * comm, waiting);
   return line;
 }

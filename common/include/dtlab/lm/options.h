@@ -69,6 +69,8 @@ struct LmOptions {
   int stage_sleep_ms = 0;  // grading aid: each stage action also sleeps (pipeline/stage_step.h)
   // The zero exercise: what is sharded. 1: the optimiser's state; 2: and the gradients.
   int zero_stage = 1;
+  // The tp exercise: the ranks of one tensor-parallel group; the world is TP x DP (tp/grid.h).
+  int tp = 2;
 };
 
 // Adds the flags to app; distributed adds the launch flags (--master_ip ...) and

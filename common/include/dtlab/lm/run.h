@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dtlab/dist/group.h"
+#include "dtlab/lm/grid_trainer.h"
 #include "dtlab/lm/options.h"
 #include "dtlab/lm/pipeline_step.h"
 #include "dtlab/lm/pp_step.h"
@@ -78,6 +79,8 @@ struct LmExercise {
   std::optional<StageRankParts> stage_ranks;
   // set: sharded data parallel (zero); data_parallel is set too (the kit's setup and shares)
   std::optional<ShardedParts> sharded;
+  // set: the model split over a tensor x data grid (tp): launch flags, --tp
+  std::optional<TensorParallelParts> tensor_parallel;
 };
 
 // Trains and evaluates: tokenizer, data and model from the flags, AdamW with a linear schedule,

@@ -4,8 +4,8 @@
 // computes its slice of each layer, and the ranks meet at two collectives per block in forward
 // and two in backward. The contract between the kit and the student: a student's tasks/tp/
 // implements what this header declares, solutions/tp/ is the reference; handouts/tp.md explains
-// each TODO. Not yet an exercise row (no driver, no grader checks): the kit's tensor-parallel
-// GPT-2 (tp/gpt2_tp.h) and tests/tp_test.cpp stand on it.
+// each TODO. The kit's tensor-parallel GPT-2 (tp/gpt2_tp.h) and its trainer on a tensor x data
+// grid (tp/tp_trainer.h, common/drivers/tp_main.cpp) stand on it.
 //
 // The two conjugate operators (Megatron's f and g) carry the whole idea:
 //

@@ -15,10 +15,22 @@
 // vocabulary, [batch, seq, rows], and the loss is the vocabulary-parallel cross-entropy.
 //
 // Parameters keep their Hugging Face names, so that a rank's gradient of "transformer.h.0.attn.
-// c_attn.weight" compares with shard_of(name, one process's gradient). No dropout (a dropout
-// inside the split would need Megatron's per-rank generators; outside it, the same mask on every
-// rank): a config with any dropout probability above 0 is refused. Not here: the key/value cache,
-// attention masks, reorder_and_upcast_attn, an untied head.
+// c_attn.weight" compares with shard_of(name, one process's gradient). Not here: the key/value
+// cache, attention masks, reorder_and_upcast_attn, an untied head.
+//
+// Note [Dropout of a split model]: GPT-2 drops out in four places. Three are outside the split:
+// the embeddings' sum, and each block half's output after g (resid_pdrop), where every TP rank
+// holds the same whole tensor; drawn from the same generator in the same order (the kit seeds it
+// alike on every rank), the masks agree without a word between the ranks. One is inside: the
+// attention's probabilities, [batch, heads, seq, seq], of which a rank holds its heads only.
+// Megatron-LM draws that mask from a generator of each rank's own (its RNG tracker), so the ranks'
+// masks differ, as they must, but no longer equal one process's: TP with dropout trains another
+// model than TP 1. Here each rank draws the WHOLE mask, exactly as one process draws it (the same
+// generator state, the same shape, model::dropout), and keeps its heads' part: the masks differ
+// between the ranks and together are one process's, so TP with dropout equals one process
+// exactly (tp_train_test, DropoutEqualsOneProcess). The price is TP times the random numbers
+// drawn for that mask: at GPT-2 small's 1024 positions a rank draws 12 x 1024² numbers a row
+// where Megatron's tracker draws 12 / TP x 1024², which is why Megatron does not do this.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -56,6 +68,7 @@ class TensorParallelGpt2Impl : public torch::nn::Module {
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& labels);
 
   const VocabShard& vocab() const { return vocab_; }
+  dist::Group& group() const { return *group_; }
   const model::Gpt2Config& config() const { return config_; }
 
  private:
@@ -67,5 +80,16 @@ class TensorParallelGpt2Impl : public torch::nn::Module {
   VocabShard vocab_;
 };
 TORCH_MODULE(TensorParallelGpt2);
+
+// The translation exercises' loss (lm/loss.h's weighted_token_loss) on split logits: the sum of
+// the vocabulary-parallel cross-entropy over the tokens of weight 1, and their count. logits
+// [batch, seq, vocab.rows] this rank's (model.forward), labels [batch, seq] already shifted,
+// weights [batch, seq] 0 or 1. The sum is the same on every TP rank.
+struct TokenLossSum {
+  torch::Tensor sum;  // a scalar that backward starts from
+  double tokens = 0;
+};
+TokenLossSum token_loss_sum(TensorParallelGpt2Impl& model, const torch::Tensor& logits, const torch::Tensor& labels,
+                            const torch::Tensor& weights);
 
 }  // namespace dtlab::tp

@@ -34,6 +34,10 @@ torch::Tensor unshard(const std::string& name, const std::vector<torch::Tensor>&
 // one all_gather per parameter, tagged "tp gather <name>"). Its weights are drawn first as
 // Gpt2LMHeadModel(config) draws them (from the global generator), then overwritten.
 model::Gpt2LMHeadModel gather_tensor_parallel_gpt2(TensorParallelGpt2Impl& model, dist::Group& group);
+// The same into `whole` (a GPT-2 of the model's config), which draws nothing: the run's own model
+// before evaluation and saving, whose generator must stay where one process's would be (dropout).
+void gather_tensor_parallel_gpt2_into(TensorParallelGpt2Impl& model, dist::Group& group,
+                                      model::Gpt2LMHeadModelImpl& whole);
 
 // Every rank calls it. DP rank 0's tensor group gathers the whole model and its TP rank 0
 // writes `dir` (save_pretrained; with tokenizer_dir not empty, lm::save_model_folder, which

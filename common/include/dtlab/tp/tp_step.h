@@ -71,8 +71,13 @@ double tensor_parallel_gradient_norm(TensorParallelGpt2Impl& model, Grid& grid);
 double clip_tensor_parallel_gradients(TensorParallelGpt2Impl& model, Grid& grid, double max_norm);
 
 // One step (the header's list). `optimizer` holds this rank's parameters of `model` (make_adamw).
-// input_ids and labels [batch, seq]: this DP rank's minibatch, the same on its TP ranks. Leaves
-// the gradients set to none.
+// `loss` runs the forward of this DP rank's minibatch (the same on its TP ranks) and returns its
+// loss, whose backward the step runs. Leaves the gradients set to none.
+TensorParallelStepResult tensor_parallel_step(TensorParallelGpt2Impl& model, torch::optim::Optimizer& optimizer,
+                                              Grid& grid, const std::function<torch::Tensor()>& loss,
+                                              double max_grad_norm, const AfterGradientSync& after_sync = nullptr);
+
+// The same with model.loss (lm_loss's shifted mean) of input_ids and labels [batch, seq].
 TensorParallelStepResult tensor_parallel_step(TensorParallelGpt2Impl& model, torch::optim::Optimizer& optimizer,
                                               Grid& grid, const torch::Tensor& input_ids,
                                               const torch::Tensor& labels, double max_grad_norm,

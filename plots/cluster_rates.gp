@@ -1,14 +1,15 @@
-# Figure 14: dp and the zero reference at ZeRO-1, ZeRO-2 and FSDP on emulated hosts. Left: seconds
-# per step against the link rate, measured (solid) and modelled (dashed: the unlimited run's step
-# plus rank 0's predicted bytes / rate). Right: rank 0's bytes per step, predicted and measured on
-# its eth0, at each rate.
+# Figures 14 and 15: exercises on emulated hosts at every link rate (14: dp and the zero reference
+# at ZeRO-1, ZeRO-2 and FSDP; 15: dp, pp and tp). Left: seconds per step against the link rate,
+# measured (solid) and modelled (dashed: the unlimited run's step plus rank 0's predicted bytes /
+# rate). Right: rank 0's bytes per step, predicted and measured on its eth0, at each rate.
 # datafile: one index per series (in the order of `series`), one row per rate-limited run:
 #   gbit_per_s  seconds_per_step  model_seconds  predicted_MB  measured_MB
-# Variables: datafile, outfile, provenance, series (e.g. "dp ZeRO-1 ZeRO-2 FSDP"), [format].
-load ARG0[1:strlen(ARG0) - strlen("cluster_zero.gp")] . "style.gp"
+# Variables: datafile, outfile, provenance, series (names without spaces: "dp ZeRO-1 ZeRO-2 FSDP",
+# "dp pp TP2xDP2 TP4"), heading, [format].
+load ARG0[1:strlen(ARG0) - strlen("cluster_rates.gp")] . "style.gp"
 
 n = words(series)
-set multiplot layout 1,2 title "Sharding on emulated hosts: time and bytes against the link rate" font ",15"
+set multiplot layout 1,2 title heading font ",15"
 
 set title "Time per step"
 set xlabel "link rate (Gbit/s, log scale)"
