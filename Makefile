@@ -88,9 +88,10 @@ help:
 	@echo "make test            build and run every test (ctest)"
 	@echo "make test-changed    the suites that test what changed since BASE=main (scripts/changed_labels.sh -v says why)"
 	@echo "the exercises (exercises.txt): make T runs YOUR tasks/T, make check-T grades it, make test-T runs the tests of the kit's parts it uses$(if $(HAVE_SOLUTIONS),$(comma) make T-solution runs the reference)"
-	@awk '!/^#/ && NF { t = $$1; l = $$2; $$1 = $$2 = $$3 = ""; sub(/^ +/, ""); \
+	@awk '!/^#/ && NF { t = $$1; l = $$2; k = $$3; $$1 = $$2 = $$3 = ""; sub(/^ +/, ""); \
 	  printf "  make %-9s make check-%-9s make test-%-9s %s (%s)\n", t, t, t, $$0, \
-	  l == "ranks" ? "WORLD=4 local ranks" : "one process" }' exercises.txt
+	  l != "ranks" ? "one process" : k == "pp" ? "PP_STAGES=2 local ranks" : k == "tp" ? "TP=2 local ranks" : \
+	  "WORLD=4 local ranks" }' exercises.txt
 	@echo "  task 1 runs on the fixtures (MODEL DATA LR EPOCHS BATCH SEQ SEED); dp DP_MODEL=gpt2 for GPT-2 small's shape;"
 	@echo "  pipeline: single stage, model parallel, pipeline; pp: PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe, WORLD=4 for data x pipeline"
 	@echo "  zero: ZERO_STAGE=1|2|3 (ZeRO-1, ZeRO-2, FSDP; default 3) on WORLD ranks, ZERO_STEPS steps of ZERO_BATCH pairs"
@@ -224,13 +225,14 @@ $(TP_TASKS) $(call solutions_of,$(TP_TASKS)): fixtures
 # rate-limited in both directions; scripts/cluster_demo.sh): CLUSTER_RATES x CLUSTER_RANKS, a
 # BERT of 5 BERT-base layers on a short sequence and a small batch, so that the network decides;
 # then dp at 1, 2, 4 hosts and pp at 2 and 4 hosts (one stage each) at the first rate, dp and
-# zero at ZeRO-1, ZeRO-2 and FSDP on 4 hosts at every rate, and pp and tp (TP 4, TP 2 x DP 2) on 4
-# hosts at every rate.
+# zero at ZeRO-1, ZeRO-2 and FSDP on 4 hosts at every rate, and dp, pp and tp (TP 4, TP 2 x DP 2)
+# on 4 hosts at CLUSTER_AXES_RATES (down to 250 Mbit/s, where the bytes decide).
 CLUSTER_RATES ?= 1gbit 2500mbit 10gbit unlimited
+CLUSTER_AXES_RATES ?= 250mbit 1gbit 10gbit unlimited
 CLUSTER_RANKS ?= 4 2
 CLUSTER_STEPS ?= 6
 cluster-demo: build
-	scripts/cluster_demo.sh --out $(GRADE) --rates "$(CLUSTER_RATES)" --ranks "$(CLUSTER_RANKS)" \
+	scripts/cluster_demo.sh --out $(GRADE) --rates "$(CLUSTER_RATES)" --axes_rates "$(CLUSTER_AXES_RATES)" --ranks "$(CLUSTER_RANKS)" \
 	  --steps $(CLUSTER_STEPS) --build $(BUILD)
 
 # GPT-2 learns the invented German->English fixture in one process (dtlab-gpt2, the reference of

@@ -385,11 +385,9 @@ Figure cluster_tp_figure(const Folder& f, const Provenance& pv, Plotter& plotter
   spec.table_title = "dp, pp and tp on emulated hosts (scripts/cluster_demo.sh)";
   spec.missing = "no emulated-cluster runs of tp (purpose \"cluster-tp\"): `sudo make cluster-demo` makes them";
   spec.order = {"dp", "pp", "TP2xDP2", "TP4"};  // gnuplot's words: no spaces
-  // dp at 4 hosts, 8 pairs a host, at every rate: the sharding figure's runs serve here too.
   spec.series = [](const Run& r) -> std::string {
-    if (r.exercise == "dp" && r.purpose == "cluster-zero") return "dp";
     if (r.purpose != "cluster-tp") return "";
-    if (r.exercise == "pp") return "pp";
+    if (r.exercise == "dp" || r.exercise == "pp") return r.exercise;
     const auto tp = number(r.results, {"tensor_parallel", "tp"});
     const auto dp = number(r.results, {"tensor_parallel", "dp"});
     if (!tp || !dp) return "";
