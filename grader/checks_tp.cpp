@@ -24,6 +24,7 @@
 
 #include "checks.h"
 #include "compare.h"
+#include "dtlab/model/checkpoint.h"
 
 namespace dtlab::grader {
 namespace tp_check {
@@ -71,9 +72,6 @@ struct Shape {
   int64_t vocab = 0, embd = 0, inner = 0, heads = 0, layers = 0;
 };
 
-bool ends_with(const std::string& s, const std::string& end) {
-  return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
-}
 
 // What TP rank `rank` of `tp` holds of the whole tensor `name` (Megatron's layout for GPT-2, see
 // tp/gpt2_tp.h): wte's rows of the vocabulary padded to a multiple of TP (zero past it); c_attn's
@@ -87,24 +85,24 @@ torch::Tensor expected_slice(const std::string& name, const torch::Tensor& whole
     if (real > 0) out.narrow(0, 0, real).copy_(whole.narrow(0, start, real));
     return out;
   }
-  if (ends_with(name, ".attn.c_attn.weight") || ends_with(name, ".attn.c_attn.bias")) {
+  if (model::key_ends_with(name, ".attn.c_attn.weight") || model::key_ends_with(name, ".attn.c_attn.bias")) {
     const int64_t width = s.embd / tp, dim = whole.dim() - 1;  // a rank's heads are `width` columns of each third
     std::vector<torch::Tensor> parts;
     for (int64_t third = 0; third < 3; ++third) parts.push_back(whole.narrow(dim, third * s.embd + rank * width, width));
     return torch::cat(parts, dim);
   }
-  if (ends_with(name, ".attn.c_proj.weight")) return whole.narrow(0, rank * (s.embd / tp), s.embd / tp);
-  if (ends_with(name, ".mlp.c_proj.weight")) return whole.narrow(0, rank * (s.inner / tp), s.inner / tp);
-  if (ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_fc.bias")) {
+  if (model::key_ends_with(name, ".attn.c_proj.weight")) return whole.narrow(0, rank * (s.embd / tp), s.embd / tp);
+  if (model::key_ends_with(name, ".mlp.c_proj.weight")) return whole.narrow(0, rank * (s.inner / tp), s.inner / tp);
+  if (model::key_ends_with(name, ".mlp.c_fc.weight") || model::key_ends_with(name, ".mlp.c_fc.bias")) {
     return whole.narrow(whole.dim() - 1, rank * (s.inner / tp), s.inner / tp);
   }
   return whole;
 }
 
 bool is_split(const std::string& name) {
-  return name == "transformer.wte.weight" || ends_with(name, ".attn.c_attn.weight") ||
-         ends_with(name, ".attn.c_attn.bias") || ends_with(name, ".attn.c_proj.weight") ||
-         ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_fc.bias") || ends_with(name, ".mlp.c_proj.weight");
+  return name == "transformer.wte.weight" || model::key_ends_with(name, ".attn.c_attn.weight") ||
+         model::key_ends_with(name, ".attn.c_attn.bias") || model::key_ends_with(name, ".attn.c_proj.weight") ||
+         model::key_ends_with(name, ".mlp.c_fc.weight") || model::key_ends_with(name, ".mlp.c_fc.bias") || model::key_ends_with(name, ".mlp.c_proj.weight");
 }
 
 Shape shape_of(const io::TensorMap& full, int64_t heads) {
@@ -129,7 +127,7 @@ std::string slice_hint(const std::string& name, int tp, const Shape& s) {
                                                   tp, s.vocab, (s.vocab + tp - 1) / tp * tp)
                                     : std::string());
   }
-  if (ends_with(name, "c_attn.weight") || ends_with(name, "c_attn.bias")) {
+  if (model::key_ends_with(name, "c_attn.weight") || model::key_ends_with(name, "c_attn.bias")) {
     return "c_attn holds [q | k | v]: does shard_gpt2_attention_columns give each rank its heads' columns of EACH "
            "third (q's, then k's, then v's), not one contiguous slice of the 3 x n_embd columns?";
   }
