@@ -5,10 +5,15 @@
 // group, everything across each data group); each rank's parameter bytes; the bytes each tensor
 // group all-reduces per step.
 //
-// The grader holds its own answer for what a rank holds (expected_slice below, written from
-// Megatron-LM's layout, not from the kit's shard_of, whose column choice is the student's
-// shard_gpt2_attention_columns) and for the bytes (Note [Bytes of a tensor-parallel step] in
-// tp/tp_trainer.h, recomputed here from GPT-2's shape). The runs read the data as pp's do (each
+// Note [Answers found, not written]: the grader ships with the student release, so it must not
+// hold the answer to the exercise, and where a rank's columns and rows lie is part of that answer
+// (shard_gpt2_attention_columns, vocab_shard). The checks find them instead: at step 1 each slice
+// of a rank's parameter is bit for bit one of one process's (grader/placement.h). They then
+// require what tensor parallelism needs of any layout: the ranks of a tensor group hold every
+// slice once, each rank's c_attn columns are the same whole heads of q, k and v, each c_proj's
+// rows follow its input's columns, wte's padding is zeros; and they compare the gradients at the
+// places found (the padding's against 0). The bytes are Note [Bytes of a tensor-parallel step] in
+// tp/tp_trainer.h, recomputed here from GPT-2's shape. The runs read the data as pp's do (each
 // replica a part of every global batch, its TP ranks the same rows), so they compare with the
 // same single-process runs as pp's checks, and one grading runs those once.
 #include <fmt/format.h>
@@ -16,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +31,7 @@
 #include "checks.h"
 #include "compare.h"
 #include "dtlab/model/checkpoint.h"
+#include "placement.h"
 
 namespace dtlab::grader {
 namespace tp_check {
@@ -72,38 +79,7 @@ struct Shape {
   int64_t vocab = 0, embd = 0, inner = 0, heads = 0, layers = 0;
 };
 
-
-// What TP rank `rank` of `tp` holds of the whole tensor `name` (Megatron's layout for GPT-2, see
-// tp/gpt2_tp.h): wte's rows of the vocabulary padded to a multiple of TP (zero past it); c_attn's
-// q, k and v columns of the rank's heads, in that order; c_fc's columns; both c_proj's rows;
-// the rest whole.
-torch::Tensor expected_slice(const std::string& name, const torch::Tensor& whole, const Shape& s, int rank, int tp) {
-  if (name == "transformer.wte.weight") {
-    const int64_t rows = (s.vocab + tp - 1) / tp, start = rank * rows;
-    torch::Tensor out = torch::zeros({rows, whole.size(1)}, whole.options());
-    const int64_t real = std::max<int64_t>(0, std::min(start + rows, s.vocab) - start);
-    if (real > 0) out.narrow(0, 0, real).copy_(whole.narrow(0, start, real));
-    return out;
-  }
-  if (model::key_ends_with(name, ".attn.c_attn.weight") || model::key_ends_with(name, ".attn.c_attn.bias")) {
-    const int64_t width = s.embd / tp, dim = whole.dim() - 1;  // a rank's heads are `width` columns of each third
-    std::vector<torch::Tensor> parts;
-    for (int64_t third = 0; third < 3; ++third) parts.push_back(whole.narrow(dim, third * s.embd + rank * width, width));
-    return torch::cat(parts, dim);
-  }
-  if (model::key_ends_with(name, ".attn.c_proj.weight")) return whole.narrow(0, rank * (s.embd / tp), s.embd / tp);
-  if (model::key_ends_with(name, ".mlp.c_proj.weight")) return whole.narrow(0, rank * (s.inner / tp), s.inner / tp);
-  if (model::key_ends_with(name, ".mlp.c_fc.weight") || model::key_ends_with(name, ".mlp.c_fc.bias")) {
-    return whole.narrow(whole.dim() - 1, rank * (s.inner / tp), s.inner / tp);
-  }
-  return whole;
-}
-
-bool is_split(const std::string& name) {
-  return name == "transformer.wte.weight" || model::key_ends_with(name, ".attn.c_attn.weight") ||
-         model::key_ends_with(name, ".attn.c_attn.bias") || model::key_ends_with(name, ".attn.c_proj.weight") ||
-         model::key_ends_with(name, ".mlp.c_fc.weight") || model::key_ends_with(name, ".mlp.c_fc.bias") || model::key_ends_with(name, ".mlp.c_proj.weight");
-}
+const std::string kWte = "transformer.wte.weight";
 
 Shape shape_of(const io::TensorMap& full, int64_t heads) {
   Shape s;
@@ -118,7 +94,7 @@ Shape shape_of(const io::TensorMap& full, int64_t heads) {
 
 // The hint for a rank whose slice of `name` differs: what holds that tensor and what goes wrong there.
 std::string slice_hint(const std::string& name, int tp, const Shape& s) {
-  if (name == "transformer.wte.weight") {
+  if (name == kWte) {
     return fmt::format("wte is the embedding AND the tied head: its gradient is the vocabulary-parallel embedding's "
                        "backward plus the head's, through vocab_parallel_cross_entropy's backward (softmax - one-hot "
                        "on this rank's columns; 0 on ignored rows{}).",
@@ -133,6 +109,131 @@ std::string slice_hint(const std::string& name, int tp, const Shape& s) {
   }
   return "Are f (identity forward, all-reduce backward) and g (all-reduce forward, identity backward) where they "
          "belong: f before each column-parallel layer, g after each row-parallel one, the bias added once after g?";
+}
+
+// What each rank of a tensor group holds, found in one process's parameters by value (Note
+// [Answers found, not written] above): a placement per parameter name.
+using Placements = std::map<std::string, Placement>;
+
+// The placement of rank `rank`'s parameter `name`, or the verdict saying why it is none. A
+// split bias (zeros at step 1, so found by no value) lies where its weight's columns do.
+std::optional<Verdict> place(const io::TensorMap& mine, const io::TensorMap& full, const std::string& name,
+                             const std::string& who, int rank, int tp, const Shape& s, Placements* placed) {
+  const torch::Tensor& whole = full.at("param." + name);
+  const auto found = mine.find("param." + name);
+  const auto grad = mine.find("grad." + name);
+  if (found == mine.end() || grad == mine.end() || grad->second.sizes() != found->second.sizes()) {
+    return Verdict{Status::kWrongNumber,
+                   fmt::format("{}: rank {} holds no {} of {} (one process's is [{}]){}", who, rank,
+                               found == mine.end() ? "parameter" : "gradient of the shape of its parameter", name,
+                               fmt::join(whole.sizes(), ", "),
+                               found == mine.end() ? "" : fmt::format("; its parameter is [{}]",
+                                                                      fmt::join(found->second.sizes(), ", ")))};
+  }
+  const torch::Tensor& held = found->second;
+  std::optional<Placement> p;
+  std::string why;
+  const std::string weight = name.substr(0, name.size() - 4) + "weight";
+  if (model::key_ends_with(name, ".bias") && held.sizes() != whole.sizes() && placed->count(weight)) {
+    p = placed->at(weight);  // a Conv1D's bias is [out]: its weight's dimension 1
+    p->dim = 0;
+    if (static_cast<int64_t>(p->index.size()) != held.size(0)) p.reset(), why = "not as many as its weight's columns";
+  } else {
+    p = place_by_value(held, whole, &why);
+  }
+  const auto other_values = [&](const std::string& what) {
+    return Verdict{Status::kWrongNumber,
+                   fmt::format("{}: rank {}'s {} [{}] is no slice of one process's [{}] at step 1 ({}): it holds the "
+                               "wrong values. {}",
+                               who, rank, name, fmt::join(held.sizes(), ", "), fmt::join(whole.sizes(), ", "), what,
+                               slice_hint(name, tp, s))};
+  };
+  if (!p) return other_values(why);
+  const torch::Tensor want = paired_part_of_whole(whole, *p);
+  if (!torch::equal(real_part_of_mine(held, *p), want)) return other_values("its values differ from the whole's there");
+  (*placed)[name] = *p;
+  return std::nullopt;
+}
+
+// Where rank `rank`'s c_attn columns break what attention needs, or "": each third of them q's, k's
+// and v's columns of the same heads in the same order (the kit reads them as [q | k | v]), each
+// head whole.
+std::string attention_columns_gap(const Placement& p, const Shape& s) {
+  const auto n = static_cast<int64_t>(p.index.size()), w = n / 3, head = s.embd / s.heads;
+  if (p.dim != 1 || n % 3 || w % head) return fmt::format("it holds {} columns, not three runs of whole heads", n);
+  for (int64_t c = 0; c < w; ++c) {
+    const int64_t q = p.index[static_cast<size_t>(c)];
+    if (q < 0 || q >= s.embd) return fmt::format("its column {} is one process's column {}, not one of q's", c, q);
+    for (int64_t third = 1; third < 3; ++third) {
+      const int64_t got = p.index[static_cast<size_t>(c + third * w)];
+      if (got != q + third * s.embd) {
+        return fmt::format("its column {} is q's column {}, but its column {} is one process's column {}, not {}'s "
+                           "column {}", c, q, c + third * w, got, third == 1 ? "k" : "v", q);
+      }
+    }
+    if (q / head != p.index[static_cast<size_t>(c / head * head)] / head) {
+      return fmt::format("its columns {} to {} mix the heads of q (head {} and head {})", c / head * head,
+                         c / head * head + head - 1, p.index[static_cast<size_t>(c / head * head)] / head, q / head);
+    }
+  }
+  return "";
+}
+
+// Where a row-parallel layer's rows break what its input needs, or "": the rows of a c_proj are
+// those of the outputs this rank computes, in its order (attention: its q columns; the MLP: its
+// c_fc columns).
+std::string rows_follow_gap(const Placement& rows, const Placement& columns, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (i >= static_cast<int64_t>(rows.index.size()) || rows.index[static_cast<size_t>(i)] != columns.index[static_cast<size_t>(i)]) {
+      return fmt::format("its row {} is one process's row {}, but the input there is the output of column {}", i,
+                         i < static_cast<int64_t>(rows.index.size()) ? rows.index[static_cast<size_t>(i)] : -1,
+                         columns.index[static_cast<size_t>(i)]);
+    }
+  }
+  return "";
+}
+
+// What a tensor group holds, as properties: every split tensor's slices partition the whole, the
+// attention's columns are whole heads of q, k and v, each c_proj's rows follow its input.
+std::optional<Verdict> check_layout(const std::vector<Placements>& placed, int first, const Grid& g,
+                                    const io::TensorMap& full, const Shape& s, const std::string& who) {
+  for (const auto& [name, p0] : placed.at(static_cast<size_t>(first))) {
+    std::vector<const Placement*> group;
+    for (int r = first; r < first + g.tp; ++r) group.push_back(&placed.at(static_cast<size_t>(r)).at(name));
+    bool split = false, whole = false;
+    for (const Placement* p : group) (p->whole() ? whole : split) = true;
+    if (!split) continue;
+    const torch::Tensor& all = full.at("param." + name);
+    std::string gap = whole ? "some ranks hold it whole, others a slice"
+                            : partition_gap(group, all.size(group.front()->dim));
+    if (gap.empty() && model::key_ends_with(name, ".attn.c_attn.weight")) {
+      for (int r = 0; r < g.tp && gap.empty(); ++r) {
+        if (std::string why = attention_columns_gap(*group[static_cast<size_t>(r)], s); !why.empty()) {
+          gap = fmt::format("rank {}'s: {}", first + r, why);
+        }
+      }
+    }
+    const bool attn = model::key_ends_with(name, ".attn.c_proj.weight"), mlp = model::key_ends_with(name, ".mlp.c_proj.weight");
+    if (gap.empty() && (attn || mlp)) {
+      const std::string input = name.substr(0, name.size() - std::string(".c_proj.weight").size()) +
+                                (attn ? ".c_attn.weight" : ".c_fc.weight");
+      for (int r = 0; r < g.tp && gap.empty(); ++r) {
+        const Placements& mine = placed.at(static_cast<size_t>(first + r));
+        const Placement& rows = mine.at(name);
+        const auto count = static_cast<int64_t>(attn ? mine.at(input).index.size() / 3 : mine.at(input).index.size());
+        if (std::string why = rows_follow_gap(rows, mine.at(input), count); !why.empty()) {
+          gap = fmt::format("rank {}'s: {}", first + r, why);
+        }
+      }
+    }
+    if (!gap.empty()) {
+      return Verdict{Status::kWrongNumber,
+                     fmt::format("{}: the ranks {} to {} do not split {} [{}] as tensor parallelism needs: {}. {}", who,
+                                 first, first + g.tp - 1, name, fmt::join(all.sizes(), ", "), gap,
+                                 slice_hint(name, g.tp, s))};
+    }
+  }
+  return std::nullopt;
 }
 
 Verdict gradients(Runner& runner, const std::string& e, const Grid& g) {
@@ -152,58 +253,61 @@ Verdict gradients(Runner& runner, const std::string& e, const Grid& g) {
                                         g.tp)};
   }
   const std::vector<io::TensorMap> dumps = load_dumps(run.dump_dir, g.world);
-  double worst = 0, scale = 0;
-  std::string worst_name, worst_key;
-  int worst_rank = 0;
+  // Where each rank's parameters lie in one process's, then whether that is a tensor-parallel
+  // split at all, then the gradients there.
+  std::vector<Placements> placed(static_cast<size_t>(g.world));
   for (int rank = 0; rank < g.world; ++rank) {
-    const int tp_rank = rank % g.tp;
-    const io::TensorMap& mine = dumps.at(static_cast<size_t>(rank));
-    for (const auto& [key, whole] : full) {
-      if (key.rfind("grad.", 0) != 0 && key.rfind("param.", 0) != 0) continue;
-      const std::string name = key.substr(key.find('.') + 1);
-      const torch::Tensor want = expected_slice(name, whole, s, tp_rank, g.tp);
-      const auto found = mine.find(key);
-      if (found == mine.end() || found->second.sizes() != want.sizes()) {
-        return {Status::kWrongNumber,
-                fmt::format("{}: rank {} (TP rank {}) holds {} {}, not [{}] (1/{} of {}'s [{}]{})", who, rank, tp_rank,
-                            key.substr(0, key.find('.')) == "grad" ? "no gradient of" : "no parameter", name,
-                            fmt::join(want.sizes(), ", "), is_split(name) ? g.tp : 1, name,
-                            fmt::join(whole.sizes(), ", "),
-                            found == mine.end() ? "" : fmt::format("; it has [{}]", fmt::join(found->second.sizes(), ", ")))};
+    for (const bool biases : {false, true}) {  // a split bias lies where its weight's columns do
+      for (const auto& [key, whole] : full) {
+        if (key.rfind("param.", 0) != 0 || model::key_ends_with(key, ".bias") != biases) continue;
+        const std::optional<Verdict> wrong = place(dumps.at(static_cast<size_t>(rank)), full, key.substr(6), who,
+                                                   rank, g.tp, s, &placed[static_cast<size_t>(rank)]);
+        if (wrong) return *wrong;
       }
-      const double diff = (found->second.to(torch::kFloat64) - want.to(torch::kFloat64)).abs().max().item<double>();
-      if (key.rfind("grad.", 0) == 0) scale = std::max(scale, whole.abs().max().item<double>());
-      // Parameters are copies: they must be the same numbers, or the slice is another one.
-      if (key.rfind("param.", 0) == 0 && diff > 0) {
-        return {Status::kWrongNumber,
-                fmt::format("{}: rank {} (TP rank {}) starts from other values of {} than its slice of one process's "
-                            "(largest difference {:.3g}): it holds the wrong slice. {}",
-                            who, rank, tp_rank, name, diff, slice_hint(name, g.tp, s))};
-      }
-      if (key.rfind("grad.", 0) == 0 && diff > worst) {
-        worst = diff;
-        worst_name = name;
-        worst_rank = rank;
-        worst_key = key;
+    }
+  }
+  for (int first = 0; first < g.world; first += g.tp) {
+    if (std::optional<Verdict> wrong = check_layout(placed, first, g, full, s, who)) return *wrong;
+  }
+  double worst = 0, scale = 0;
+  std::string worst_name;
+  int worst_rank = 0;
+  bool worst_is_padding = false;
+  for (int rank = 0; rank < g.world; ++rank) {
+    for (const auto& [name, p] : placed[static_cast<size_t>(rank)]) {
+      const torch::Tensor whole = full.at("grad." + name).to(torch::kFloat64);
+      const torch::Tensor mine = dumps.at(static_cast<size_t>(rank)).at("grad." + name).to(torch::kFloat64);
+      scale = std::max(scale, whole.abs().max().item<double>());
+      // The real slices against the whole's there; the padding's gradient against 0.
+      const double diff = (real_part_of_mine(mine, p) - paired_part_of_whole(whole, p)).abs().max().item<double>();
+      const torch::Tensor padding = padding_part_of_mine(mine, p);
+      const double off = padding.numel() > 0 ? padding.abs().max().item<double>() : 0.0;
+      if (std::max(diff, off) > worst) {
+        worst = std::max(diff, off), worst_name = name, worst_rank = rank, worst_is_padding = off > diff;
       }
     }
   }
   const double relative = scale > 0 ? worst / scale : worst;
   if (relative > kGradientTolerance) {
     return {Status::kWrongNumber,
-            fmt::format("{}: step 1's gradient of rank {}'s slice of {} differs from the same slice of one process's "
-                        "gradient by {:.3g} (relative {:.2g} > {:g}). {}",
-                        who, worst_rank, worst_name, worst, relative, kGradientTolerance,
-                        slice_hint(worst_name, g.tp, s))};
+            fmt::format("{}: step 1's gradient of rank {}'s slice of {} {} by {:.3g} (relative {:.2g} > {:g}). {}",
+                        who, worst_rank, worst_name,
+                        worst_is_padding ? "is not 0 on its padding rows, which no token reaches,"
+                                         : "differs from one process's gradient at the same places",
+                        worst, relative, kGradientTolerance, slice_hint(worst_name, g.tp, s))};
   }
+  const int64_t padded = [&] {
+    int64_t rows = 0;
+    for (int r = 0; r < g.tp; ++r) rows += static_cast<int64_t>(placed[static_cast<size_t>(r)].at(kWte).index.size());
+    return rows;
+  }();
   return {Status::kPassed,
-          fmt::format("{}: every rank's parameters are its slices of one process's, and step 1's gradient of each "
-                      "slice equals the same slice of one process's gradient (largest difference {:.2g}, relative "
-                      "{:.2g}){}",
+          fmt::format("{}: every rank's parameters are slices of one process's that split it as tensor parallelism "
+                      "needs, and step 1's gradient of each slice equals the same slice of one process's gradient "
+                      "(largest difference {:.2g}, relative {:.2g}){}",
                       who, worst, relative,
-                      s.vocab % g.tp ? fmt::format("; the vocabulary of {} padded to {}", s.vocab,
-                                                   (s.vocab + g.tp - 1) / g.tp * g.tp)
-                                     : std::string())};
+                      padded != s.vocab ? fmt::format("; the vocabulary of {} padded to {}", s.vocab, padded)
+                                        : std::string())};
 }
 
 const Run* reference_losses(Runner& runner, Verdict* failure) {

@@ -8,8 +8,10 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +21,8 @@
 #include <vector>
 
 #include "dtlab/core/device.h"
+#include "dtlab/dist/group.h"
+#include "dtlab/dist/settings.h"
 #include "dtlab/tooling/process.h"
 #include "process_test_util.h"
 #include "test_util.h"
@@ -387,6 +391,35 @@ TEST_F(Faults, UnknownBackendIsAOneLineUsageError) {
   EXPECT_EQ(r.exit_code, kExitUsage) << r.output;
   EXPECT_EQ(lines(r.output).size(), 1u) << r.output;
   EXPECT_TRUE(contains(r.output, "--backend mpi")) << r.output;
+}
+
+// Note [SIGPIPE on a rank] (dist/rendezvous.cpp): a rank writing to a peer that has just closed
+// its end must get an error the kit can name, not die of SIGPIPE with nothing said. Which of two
+// ranks gets there first is a race (Gloo usually sees the closed connection before it writes), so
+// the test holds the condition itself: in a child that starts with SIGPIPE's default action (as a
+// C++ program does), a write to a pipe whose reader is gone, after init_process_group, fails with
+// EPIPE and the rank lives on.
+TEST(SigPipe, AWriteToAClosedPeerAfterInitIsAnErrorNotADeath) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGPIPE, SIG_DFL);
+    int ends[2];
+    if (::pipe(ends) != 0) ::_exit(10);
+    ::close(ends[0]);
+    try {
+      const std::unique_ptr<dtlab::dist::Group> group = dtlab::dist::init_process_group(dtlab::dist::Settings{});
+      const char byte = 'x';
+      const bool epipe = ::write(ends[1], &byte, 1) < 0 && errno == EPIPE;
+      ::_exit(epipe ? 0 : 11);
+    } catch (...) {
+      ::_exit(12);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_FALSE(WIFSIGNALED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exit status " << WEXITSTATUS(status);
 }
 
 }  // namespace

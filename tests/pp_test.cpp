@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "dtlab/io/json_file.h"
 #include "dtlab/io/safetensors.h"
 #include "lm_fixture_util.h"
+#include "lm_ranks_util.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -40,50 +40,17 @@ const fs::path& fixture() {
   return dir;
 }
 
-struct PpRun {
-  fs::path out;  // the output folder: results.json, and the model rank 0 saves
-  std::vector<ChildExit> exits;
-  nlohmann::json results;  // rank 0's
-  bool ok() const {
-    for (const ChildExit& e : exits) {
-      if (e.exit_code != 0) return false;
-    }
-    return true;
-  }
-};
+using PpRun = dtlab::test::LmRanksRun;
+using dtlab::test::iteration_losses;
 
-// Dropout off and clipping on (the fixture's gradient norms are above 0.5), as the grader's runs.
-PpRun run_pp(const std::string& binary, const std::string& name, int world, std::vector<std::string> flags,
+// Dropout off, as the grader's runs.
+PpRun run_pp(const std::string& binary, const std::string& name, int world, const std::vector<std::string>& flags,
              int timeout = 20) {
-  const fs::path dir = dtlab::test::fresh_temp_dir("pp-" + name);
-  const std::string port = std::to_string(dtlab::test::free_port());
-  const auto argv_of = [&](int rank) {
-    std::vector<std::string> args = {binary, "--model_name_or_path", (fixture() / "gpt2").string(), "--data_dir",
-                                     (fixture() / "translation").string(), "--dropout", "0", "--learning_rate",
-                                     "1e-3", "--max_grad_norm", "0.5", "--max_steps", std::to_string(kSteps),
-                                     "--no_eval", "--threads", "1", "--seed", "42",
-                                     "--overwrite_output_dir", "--output_dir", (dir / "out").string(),
-                                     "--master_ip", "127.0.0.1", "--master_port", port, "--world_size",
-                                     std::to_string(world), "--local_rank", std::to_string(rank), "--timeout",
-                                     std::to_string(timeout)};
-    args.insert(args.end(), flags.begin(), flags.end());
-    return args;
-  };
-  PpRun run;
-  run.out = dir / "out";
-  run.exits = dtlab::test::run_ranks(world, argv_of, dir / "logs", 180);
-  if (fs::exists(dir / "out" / "results.json")) run.results = dtlab::io::read_json_file(dir / "out" / "results.json");
-  return run;
-}
-
-std::vector<double> losses(const nlohmann::json& results) {
-  std::vector<double> out;
-  for (const auto& it : results.at("iterations")) out.push_back(it.at("loss").get<double>());
-  return out;
+  return dtlab::test::run_lm_ranks(binary, fixture(), "pp-" + name, world, flags, {kSteps, "0", timeout});
 }
 
 void expect_same_losses(const PpRun& run, const PpRun& one, const std::string& what) {
-  const std::vector<double> got = losses(run.results), want = losses(one.results);
+  const std::vector<double> got = iteration_losses(run.results), want = iteration_losses(one.results);
   ASSERT_EQ(got.size(), static_cast<size_t>(kSteps)) << what;
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
   for (size_t i = 0; i < got.size(); ++i) {

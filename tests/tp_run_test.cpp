@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "dtlab/io/json_file.h"
 #include "dtlab/io/safetensors.h"
 #include "lm_fixture_util.h"
+#include "lm_ranks_util.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -37,36 +37,12 @@ const fs::path& fixture() {
   return dir;
 }
 
-struct TpRun {
-  fs::path out;
-  std::vector<ChildExit> exits;
-  nlohmann::json results;  // rank 0's
-  bool ok() const {
-    return std::all_of(exits.begin(), exits.end(), [](const ChildExit& e) { return e.exit_code == 0; });
-  }
-};
+using TpRun = dtlab::test::LmRanksRun;
+using dtlab::test::iteration_losses;
 
-// Clipping on (the fixture's gradient norms are above 0.5), as the grader's runs; dropout as given.
 TpRun run(const std::string& binary, const std::string& name, int world, const std::string& dropout,
-          std::vector<std::string> flags) {
-  const fs::path dir = dtlab::test::fresh_temp_dir("tp-" + name);
-  const std::string port = std::to_string(dtlab::test::free_port());
-  const auto argv_of = [&](int rank) {
-    std::vector<std::string> args = {binary, "--model_name_or_path", (fixture() / "gpt2").string(), "--data_dir",
-                                     (fixture() / "translation").string(), "--dropout", dropout, "--learning_rate",
-                                     "1e-3", "--max_grad_norm", "0.5", "--max_steps", std::to_string(kSteps),
-                                     "--no_eval", "--threads", "1", "--seed", "42", "--overwrite_output_dir",
-                                     "--output_dir", (dir / "out").string(), "--master_ip", "127.0.0.1",
-                                     "--master_port", port, "--world_size", std::to_string(world), "--local_rank",
-                                     std::to_string(rank), "--timeout", "20"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    return args;
-  };
-  TpRun r;
-  r.out = dir / "out";
-  r.exits = dtlab::test::run_ranks(world, argv_of, dir / "logs", 180);
-  if (fs::exists(r.out / "results.json")) r.results = dtlab::io::read_json_file(r.out / "results.json");
-  return r;
+          const std::vector<std::string>& flags) {
+  return dtlab::test::run_lm_ranks(binary, fixture(), "tp-" + name, world, flags, {kSteps, dropout, 20});
 }
 
 // One process: pp's driver with one stage reads the data as the TP grid's replicas do.
@@ -75,14 +51,8 @@ TpRun one_process(const std::string& dropout, int batch) {
              {"--stages", "1", "--micro_batches", "1", "--batch_size", std::to_string(batch)});
 }
 
-std::vector<double> losses(const nlohmann::json& results) {
-  std::vector<double> out;
-  for (const auto& it : results.at("iterations")) out.push_back(it.at("loss").get<double>());
-  return out;
-}
-
 double largest_difference(const TpRun& a, const TpRun& b) {
-  const std::vector<double> x = losses(a.results), y = losses(b.results);
+  const std::vector<double> x = iteration_losses(a.results), y = iteration_losses(b.results);
   EXPECT_EQ(x.size(), static_cast<size_t>(kSteps));
   EXPECT_EQ(y.size(), static_cast<size_t>(kSteps));
   double worst = 0;

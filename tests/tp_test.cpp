@@ -25,7 +25,7 @@ namespace tp_test {
 
 using dtlab::dist::Group;
 using dtlab::test::all_reduce_count;
-using dtlab::test::hf_name;
+using dtlab::tp::hf_name;
 using dtlab::test::relative_difference;
 using dtlab::test::run_ranks;
 namespace F = torch::nn::functional;

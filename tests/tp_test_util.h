@@ -17,7 +17,7 @@ namespace dtlab::test {
 
 inline constexpr int64_t kTpVocab = 101;
 
-// No dropout (tp/gpt2_tp.h refuses it).
+// No dropout: these tests compare with one process without drawing masks (tp_run_test holds dropout).
 inline model::Gpt2Config small_tp_config() {
   model::Gpt2Config c;
   c.vocab_size = kTpVocab;
@@ -58,12 +58,6 @@ inline int64_t all_reduce_count(dist::Group& group, const std::string& tag_prefi
     if (r.op == "all_reduce" && r.tag.rfind(tag_prefix, 0) == 0) ++n;
   }
   return n;
-}
-
-// A named_parameters key ("transformer/h/0/...") as Hugging Face names it ("transformer.h.0...").
-inline std::string hf_name(std::string key) {
-  std::replace(key.begin(), key.end(), '/', '.');
-  return key;
 }
 
 }  // namespace dtlab::test

@@ -35,7 +35,7 @@ namespace tp_train_test {
 namespace fs = std::filesystem;
 using dtlab::dist::Group;
 using dtlab::test::all_reduce_count;
-using dtlab::test::hf_name;
+using dtlab::tp::hf_name;
 using dtlab::test::relative_difference;
 using dtlab::test::run_ranks;
 

@@ -30,6 +30,16 @@ void check_divides(const model::Gpt2Config& c, int tp) {
 
 }  // namespace
 
+std::string parameter_key(std::string hf_name) {
+  std::replace(hf_name.begin(), hf_name.end(), '.', '/');
+  return hf_name;
+}
+
+std::string hf_name(std::string parameter_key) {
+  std::replace(parameter_key.begin(), parameter_key.end(), '/', '.');
+  return parameter_key;
+}
+
 bool is_replicated(const std::string& name) {
   const bool split = name == "transformer.wte.weight" || key_ends_with(name, ".attn.c_attn.weight") ||
                      key_ends_with(name, ".attn.c_attn.bias") || key_ends_with(name, ".attn.c_proj.weight") ||
@@ -74,17 +84,12 @@ TensorParallelGpt2Impl::TensorParallelGpt2Impl(const model::Gpt2LMHeadModel& who
   vocab_ = vocab_shard(config_.vocab_size, rank, tp);
   torch::NoGradGuard no_grad;
   for (const auto& item : whole->named_parameters()) {
-    // register_parameter refuses dots in names: keep the Hugging Face key with '/' (parameter()).
-    std::string key = item.key();
-    std::replace(key.begin(), key.end(), '.', '/');
-    register_parameter(key, shard_of(item.key(), item.value().detach(), config_, rank, tp).clone());
+    register_parameter(parameter_key(item.key()), shard_of(item.key(), item.value().detach(), config_, rank, tp).clone());
   }
 }
 
 torch::Tensor TensorParallelGpt2Impl::parameter(const std::string& name) const {
-  std::string key = name;
-  std::replace(key.begin(), key.end(), '.', '/');
-  const torch::Tensor* found = named_parameters(/*recurse=*/false).find(key);
+  const torch::Tensor* found = named_parameters(/*recurse=*/false).find(parameter_key(name));
   if (!found) throw Error("the tensor-parallel GPT-2 has no parameter " + name);
   return *found;
 }

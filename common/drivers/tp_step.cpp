@@ -11,16 +11,6 @@
 #include "dtlab/core/error.h"
 
 namespace dtlab::tp {
-namespace {
-
-// The model's parameters keep their Hugging Face names with '/' for '.' (tp/gpt2_tp.cpp).
-std::string step_hf_name(std::string key) {
-  std::replace(key.begin(), key.end(), '/', '.');
-  return key;
-}
-
-}  // namespace
-
 void average_gradients_over_data(TensorParallelGpt2Impl& model, Grid& grid) {
   if (grid.dp() == 1) return;
   torch::NoGradGuard no_grad;
@@ -29,7 +19,7 @@ void average_gradients_over_data(TensorParallelGpt2Impl& model, Grid& grid) {
     if (!p.value().grad().defined()) {
       throw Error(fmt::format("{} has no gradient to average over the data-parallel group: run backward on the "
                               "loss of every parameter first",
-                              step_hf_name(p.key())));
+                              hf_name(p.key())));
     }
     grads.push_back(p.value().grad());
   }
@@ -57,7 +47,7 @@ double tensor_parallel_gradient_norm(TensorParallelGpt2Impl& model, Grid& grid) 
   for (const auto& p : model.named_parameters()) {
     const torch::Tensor& g = p.value().grad();
     if (!g.defined()) continue;
-    torch::Tensor& sum = is_replicated(step_hf_name(p.key())) ? replicated : split;
+    torch::Tensor& sum = is_replicated(hf_name(p.key())) ? replicated : split;
     sum += g.norm(2).to(torch::kCPU, torch::kDouble).square();
   }
   grid.tensor().all_reduce(split, dist::ReduceOp::SUM, "tp gradient norm");

@@ -18,12 +18,6 @@
 namespace dtlab::tp {
 namespace {
 
-// The model's parameter names are Hugging Face keys with '/' for '.' (tp/gpt2_tp.h).
-std::string hf_name(std::string key) {
-  std::replace(key.begin(), key.end(), '/', '.');
-  return key;
-}
-
 int64_t bytes_of(const torch::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
 // Checked before any sub-group is made, so that a bad --tp is an error on every rank, not a hang.

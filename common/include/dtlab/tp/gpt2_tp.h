@@ -53,6 +53,11 @@ torch::Tensor shard_of(const std::string& name, const torch::Tensor& whole, cons
 // True for the parameters every rank holds whole.
 bool is_replicated(const std::string& name);
 
+// The model's parameters keep their Hugging Face names, with '/' for '.' (register_parameter
+// refuses dots): the one mapping each way, from a Hugging Face name to the parameter's key and back.
+std::string parameter_key(std::string hf_name);
+std::string hf_name(std::string parameter_key);
+
 class TensorParallelGpt2Impl : public torch::nn::Module {
  public:
   // Copies this rank's slices of `whole`'s weights (detached: a model of its own, whose
