@@ -4,6 +4,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <exception>
+#include <string>
+
 #include "commands.h"
 #include "exercises.h"
 #include "dtlab/core/error.h"
@@ -15,6 +18,23 @@
 
 using namespace dtlab;
 using namespace dtlab::grader;
+
+namespace {
+
+// Seconds above 0, in words (CLI11's PositiveNumber says "Value 0 not in range 0.000000 to
+// 1.797...e308").
+const CLI::Validator kSeconds(
+    [](std::string& text) -> std::string {
+      try {
+        size_t used = 0;
+        if (std::stod(text, &used) > 0 && used == text.size()) return "";
+      } catch (const std::exception&) {
+      }
+      return "must be a number of seconds above 0, not " + text;
+    },
+    "SECONDS");
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return run_main("grader", [&]() -> int {
@@ -48,13 +68,13 @@ int main(int argc, char** argv) {
                           fmt::format("Seconds a rank waits in a collective (--timeout of the ranks); once a rank "
                                       "has failed, the others get --timeout + {:g} s to stop before they count as hung",
                                       kFailureGraceSeconds))
-        ->capture_default_str()->check(CLI::PositiveNumber);
+        ->capture_default_str()->check(kSeconds);
     check_cmd->add_option("--run-timeout", cf.run_timeout,
                           fmt::format("Seconds a run may take before its ranks are killed (a distributed run in which "
                                       "no rank makes progress is stopped sooner: after the longer of --timeout + {:g} s, "
                                       "at least {:g} s, and {:g} times its longest pause)",
                                       kFailureGraceSeconds, kStallFloorSeconds, kStallFactor))
-        ->capture_default_str()->check(CLI::PositiveNumber);
+        ->capture_default_str()->check(kSeconds);
     check_cmd->add_flag("--keep-runs", cf.keep_runs,
                         "Keep every file the runs wrote (the tensor dumps the checks compared, ...); by default a "
                         "grading keeps what its feedback and the report read: run.json, the rank logs and heartbeats, "

@@ -80,6 +80,15 @@ TEST(Grader, AnUnknownExerciseIsAUsageErrorNamingTheChoices) {
   EXPECT_NE(r.output.find("no exercise 'task9'"), std::string::npos) << r.output;
 }
 
+TEST(Grader, ATimeoutOfNoSecondsIsAUsageErrorInWords) {
+  for (const char* flag : {"--timeout", "--run-timeout"}) {
+    const ProcessResult r = grade({"check", "task2b", flag, "0"}, 60);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(std::string(flag) + ": must be a number of seconds above 0, not 0"), std::string::npos)
+        << r.output;
+  }
+}
+
 // `grader check --backend nccl` where no GPU can run it (no CUDA in this build, or none visible)
 // says so in one line before any run, instead of failing every check after a timeout.
 TEST(Grader, NcclWithoutAGpuIsAUsageErrorBeforeAnyRun) {

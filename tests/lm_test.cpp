@@ -368,6 +368,32 @@ TEST(LmFlags, EveryBadValueNamesItsFlag) {
   EXPECT_THROW(parse(with_model({"--output_dir", "o"}), false), CLI::RequiredError);
 }
 
+// The parallel axes' counts: an error naming the flag, in the kit's words (CLI11's PositiveNumber
+// said "Value 0 not in range 0.000000 to 1.797...e308"), before any probe or rank starts.
+TEST(LmFlags, EveryCountOfAParallelAxisMustBePositive) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--stages", "0"}, "--stages must be positive, got 0"},
+      {{"--micro_batches", "-3"}, "--micro_batches must be positive, got -3"},
+      {{"--stage_sleep_ms", "-1"}, "--stage_sleep_ms must not be negative, got -1"},
+  };
+  for (const auto& [args, needle] : cases) {
+    SCOPED_TRACE(args[0]);
+    CLI::App app;
+    LmOptions o;
+    dtlab::lm::add_stage_rank_flags(app, o);
+    std::vector<const char*> argv = {"pp", args[0].c_str(), args[1].c_str()};
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    EXPECT_THROW_WITH(dtlab::lm::validate_counts(o), dtlab::Error, needle);
+  }
+  LmOptions o;
+  o.tp = 0;
+  EXPECT_THROW_WITH(dtlab::lm::validate_counts(o), dtlab::Error, "--tp must be positive, got 0");
+  EXPECT_NO_THROW(dtlab::lm::validate_counts(LmOptions()));
+  LmOptions whole = parse(with_model({}));  // validate checks the counts with everything else
+  whole.tp = 0;
+  EXPECT_THROW_WITH(dtlab::lm::validate(whole), dtlab::Error, "--tp must be positive, got 0");
+}
+
 // the pipeline's --balance must list --stages stages, checked with the
 // other flags (before a model is loaded).
 TEST(LmFlags, TheBalanceMustListAsManyStagesAsStages) {

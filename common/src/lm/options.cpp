@@ -120,10 +120,9 @@ void add_lm_flags(CLI::App& app, LmOptions& o, bool distributed) {
 }
 
 void add_pipeline_flags(CLI::App& app, LmOptions& o) {
-  app.add_option("--stages", o.stages, "Pipeline stages (workers) GPT-2's layers are split over; 1: the model as it is")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--stages", o.stages, "Pipeline stages (workers) GPT-2's layers are split over; 1: the model as it is");
   app.add_option("--micro_batches", o.micro_batches,
-                 "Micro-batches each batch is split into; 1: plain model parallelism")->check(CLI::PositiveNumber);
+                 "Micro-batches each batch is split into; 1: plain model parallelism");
   app.add_option("--balance", o.balance,
                  "Layers per stage, e.g. 3,3 (embeddings, blocks, head in order); default: balanced by the kit")
       ->delimiter(',');
@@ -136,9 +135,8 @@ void add_pipeline_flags(CLI::App& app, LmOptions& o) {
 void add_stage_rank_flags(CLI::App& app, LmOptions& o) {
   app.add_option("--stages", o.stages,
                  "Pipeline stages, one rank each; the world size must be a multiple (pipelines x stages, "
-                 "the pipelines data parallel)")->check(CLI::PositiveNumber);
-  app.add_option("--micro_batches", o.micro_batches, "Micro-batches each pipeline's batch is split into")
-      ->check(CLI::PositiveNumber);
+                 "the pipelines data parallel)");
+  app.add_option("--micro_batches", o.micro_batches, "Micro-batches each pipeline's batch is split into");
   app.add_option("--balance", o.balance,
                  "Layers per stage, e.g. 3,3 (embeddings, blocks, head in order); default: balanced by the kit")
       ->delimiter(',');
@@ -150,8 +148,16 @@ void add_stage_rank_flags(CLI::App& app, LmOptions& o) {
       ->check(CLI::IsMember({"schedules"}));
   app.add_option("--stage_sleep_ms", o.stage_sleep_ms,
                  "Grading aid: every forward and backward of a stage also sleeps this many milliseconds, so that "
-                 "the ranks' overlap shows whatever the machine's load")
-      ->check(CLI::NonNegativeNumber);
+                 "the ranks' overlap shows whatever the machine's load");
+}
+
+void validate_counts(const LmOptions& o) {
+  // Checked here rather than by CLI11's PositiveNumber, which says "Value 0 not in range 0.000000
+  // to 1.797...e308" (a double's range, for a count).
+  positive(o.stages, "--stages");
+  positive(o.micro_batches, "--micro_batches");
+  positive(o.tp, "--tp");
+  if (o.stage_sleep_ms < 0) throw Error("--stage_sleep_ms must not be negative, got " + std::to_string(o.stage_sleep_ms));
 }
 
 void validate(const LmOptions& o) {
@@ -180,6 +186,7 @@ void validate(const LmOptions& o) {
   positive(o.max_new_tokens, "--max_new_tokens");
   if (o.samples < 0) throw Error("--samples must not be negative");
   if (o.global_batch_size) positive(*o.global_batch_size, "--global_batch_size");
+  validate_counts(o);
   if (!o.balance.empty() && static_cast<int>(o.balance.size()) != o.stages) {
     throw Error(fmt::format("--balance lists {} stages and --stages is {}{}: give both the same number of stages",
                             o.balance.size(), o.stages, o.stages == LmOptions().stages ? " (its default)" : ""));

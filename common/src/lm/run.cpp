@@ -495,10 +495,10 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
     if (exercise.tensor_parallel) {
       app.add_option("--tp", options.tp,
                      "Ranks of one tensor-parallel group (each holds 1/TP of every large weight); the world size must "
-                     "be a multiple: TP x DP, the DP groups data parallel")
-          ->check(CLI::PositiveNumber);
+                     "be a multiple: TP x DP, the DP groups data parallel");
     }
     if (auto stop = parse_flags(app, argc, argv)) return *stop;
+    validate_counts(options);  // the probes too read them
     if (exercise.pipeline && !options.probe.empty()) return exercise.pipeline->probe(options);
     if (exercise.stage_ranks && !options.probe.empty()) return exercise.stage_ranks->probe(options);
     return run_lm(options, exercise);

@@ -85,8 +85,12 @@ void add_pipeline_flags(CLI::App& app, LmOptions& options);
 void add_stage_rank_flags(CLI::App& app, LmOptions& options);
 
 // Checks values CLI11 cannot (one model source, positive sizes, existing folders, a known
-// preset). Throws dtlab::Error naming the flag.
+// preset), validate_counts included. Throws dtlab::Error naming the flag.
 void validate(const LmOptions& options);
+
+// The counts of the parallel axes (--stages, --micro_batches, --tp) and --stage_sleep_ms alone:
+// what the grading probes read, which run without a model or data.
+void validate_counts(const LmOptions& options);
 
 // The folder the tokenizer files are read from: --tokenizer_dir, else --model_name_or_path.
 std::string tokenizer_folder(const LmOptions& options);
