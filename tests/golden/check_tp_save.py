@@ -9,8 +9,8 @@ on the same rows:
   - tp-solution at TP 2 x DP 2 (4 local ranks), which gathers the slices and saves one folder;
   - dp-solution at one rank: one process, the model tensor parallelism must equal;
 
-with dropout off (with it on, each data-parallel replica draws the masks of its own rows, so TP x DP
-equals dp at as many replicas, not one process: tp_run_test holds TP with dropout to one process),
+with dropout off (with it on, each data-parallel replica draws the masks of its own rows, as dp's
+ranks do, so TP x DP is not one process's run; tp_run_test holds TP alone with dropout to one),
 then loads both folders with GPT2LMHeadModel.from_pretrained and requires: no missing or
 unexpected keys, the head tied to wte, the vocabulary unpadded, every weight of the TP folder
 within --tolerance of one process's, and the same logits and loss on a sentence of the fixture's
@@ -31,6 +31,7 @@ import sys
 import tempfile
 
 import torch
+import transformers
 from transformers import GPT2LMHeadModel, GPT2TokenizerFast
 
 SENTENCE = "Der Hund schläft im Garten. The dog sleeps in the garden."
@@ -49,7 +50,10 @@ def train(build, program, world, extra, out, port, args):
         "--local_rank", "{rank}", *extra,
     ]
     print("$ " + " ".join(command), flush=True)
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    try:
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"check_tp_save: {program} did not end in 600 s (its rank logs: {folder}/logs)")
     if done.returncode != 0:
         sys.exit(f"check_tp_save: {program} failed (exit {done.returncode}):\n{done.stdout[-4000:]}")
     return folder
@@ -116,7 +120,7 @@ def main():
     if logits > args.tolerance:
         problems.append(f"the logits of the sentence differ by {logits:.3g}")
 
-    print(f"transformers {__import__('transformers').__version__}, torch {torch.__version__}: "
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}: "
           f"{tp_folder} loaded with no missing or unexpected keys; vocabulary {vocab}, head tied")
     print(f"{args.steps} steps of {args.batch} at TP 2 x DP 2 against one process: every weight within {worst:.2g} "
           f"(largest in {worst_name}) after moving up to {moved:.2g}")
