@@ -380,19 +380,20 @@ asan: build-asan/build.ninja
 	scripts/build.sh build-asan -j $(JOBS)
 	$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 asan-unit: build-asan/build.ninja
-	scripts/build.sh build-asan -j $(JOBS) --target unit_tests
+	scripts/build.sh build-asan -j $(JOBS) --target unit_tests foundation_tests
 	$(ASAN_ENV) ctest --test-dir build-asan -L unit --output-on-failure -j $(JOBS)
 tsan: build-tsan/build.ninja
-	scripts/build.sh build-tsan -j $(JOBS) --target unit_tests faults_test
+	scripts/build.sh build-tsan -j $(JOBS) --target unit_tests foundation_tests faults_test
 	$(TSAN_ENV) setarch $$(uname -m) -R ctest --test-dir build-tsan -R '$(TSAN_TESTS)' --output-on-failure -j $(JOBS)
 
 # Fuzzing the readers of outside input (docs/FUZZING.md): libFuzzer harnesses built with clang 14
 # outside the kit's build, without LibTorch, into build-fuzz/ (fuzz/run.sh). `make fuzz` fuzzes
-# each target in turn for FUZZ_SECONDS (findings in build-fuzz/artifacts/, new inputs in
-# build-fuzz/corpus/); `make fuzz-replay` runs each committed corpus once (-runs=0), as CI does.
+# each target for FUZZ_SECONDS (findings in build-fuzz/artifacts/, new inputs in
+# build-fuzz/corpus/), FUZZ_JOBS (the cores) targets at a time; `make fuzz-replay` runs each
+# committed corpus once (-runs=0), as CI does.
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_JOBS    ?= 1
+FUZZ_JOBS    ?= $(JOBS)
 .PHONY: fuzz fuzz-replay
 fuzz:
 	JOBS=$(FUZZ_JOBS) fuzz/run.sh fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS)

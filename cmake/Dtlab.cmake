@@ -47,21 +47,31 @@ endfunction()
 
 # dtlab_task(T): builds `T` from tasks/T and `T-solution` from solutions/T, both with the driver
 # common/drivers/T_main.cpp. `make T` builds and runs the student's version.
-# The driver is compiled once (the object library driver-T) and linked into each of them. The
-# grader compiles a submission with T's own compile and link lines, read from build.ninja (Note
-# [Submission commands] in grader/submission.cpp), outside this build.
+# Each part is compiled once, as an object library, and linked wherever it is needed: the driver
+# (driver-T: T_main.cpp), the kit's code beside it that calls the contract's functions (kit-T: any
+# other common/drivers/T_*.cpp, e.g. the pipeline's probe, tp's model and step) and the reference
+# (solution-T), which the suites that test the kit's code with the reference link too
+# (dtlab_test's OBJECTS). The grader compiles a submission with T's own compile and link lines,
+# read from build.ninja (Note [Submission commands] in grader/submission.cpp), outside this build.
 function(dtlab_task name)
   file(GLOB student_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tasks/${name}/*.cpp)
   file(GLOB solution_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/solutions/${name}/*.cpp)
-  # The driver: NAME_main.cpp and any NAME_*.cpp beside it (the pipeline's probe).
-  file(GLOB driver_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/common/drivers/${name}_*.cpp)
-  add_library(driver-${name} OBJECT ${driver_sources})
+  file(GLOB kit_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/common/drivers/${name}_*.cpp)
+  list(REMOVE_ITEM kit_sources ${PROJECT_SOURCE_DIR}/common/drivers/${name}_main.cpp)
+  add_library(driver-${name} OBJECT ${PROJECT_SOURCE_DIR}/common/drivers/${name}_main.cpp)
   dtlab_target_defaults(driver-${name})
-  set(driver $<TARGET_OBJECTS:driver-${name}>)
-  add_executable(${name} ${driver} ${student_sources})
+  set(objects $<TARGET_OBJECTS:driver-${name}>)
+  if(kit_sources)
+    add_library(kit-${name} OBJECT ${kit_sources})
+    dtlab_target_defaults(kit-${name})
+    list(APPEND objects $<TARGET_OBJECTS:kit-${name}>)
+  endif()
+  add_executable(${name} ${objects} ${student_sources})
   dtlab_target_defaults(${name})
   if(solution_sources)
-    add_executable(${name}-solution ${driver} ${solution_sources})
+    add_library(solution-${name} OBJECT ${solution_sources})
+    dtlab_target_defaults(solution-${name})
+    add_executable(${name}-solution ${objects} $<TARGET_OBJECTS:solution-${name}>)
     dtlab_target_defaults(${name}-solution)
   endif()
 endfunction()
@@ -70,16 +80,26 @@ endfunction()
 # timeout (DTLAB_TEST_TIMEOUT_SCALE: asan 3, tsan 6).
 set(DTLAB_TEST_TIMEOUT_SCALE 1 CACHE STRING "Multiplies every test's timeout (the sanitizer presets raise it)")
 
-# dtlab_test(name LABELS l1 [l2...] [SOURCES extra.cpp...] [TIMEOUT s] [RUN_SERIAL] [WHOLE]): tests/name.cpp as a GoogleTest binary
-# whose tests ctest discovers one by one, labelled so that `ctest -L task1` selects them.
+# dtlab_test(name LABELS l1 [l2...] [SOURCES extra.cpp...] [OBJECTS lib...] [TIMEOUT s] [COST s] [RUN_SERIAL] [WHOLE] [NO_TORCH]):
+# tests/name.cpp as a GoogleTest binary whose tests ctest discovers one by one, labelled so that
+# `ctest -L task1` selects them. OBJECTS: object libraries linked in (solution-T, kit-T of
+# dtlab_task), compiled once for the exercise and every suite that needs them.
+# NO_TORCH: the suite's sources include no LibTorch header (it starts the kit's programs and reads
+# what they write), so they compile without the precompiled header (Note [The foundation]).
 # WHOLE: the suite is one ctest test (one process) instead of one per GoogleTest case: for unit
 # suites whose cases take milliseconds, where starting LibTorch for each case (~0.7 s) would
 # be most of ctest's time. Their output still names every case.
 function(dtlab_test name)
-  cmake_parse_arguments(T "RUN_SERIAL;WHOLE" "TIMEOUT" "LABELS;SOURCES" ${ARGN})
+  cmake_parse_arguments(T "RUN_SERIAL;WHOLE;NO_TORCH" "TIMEOUT;COST" "LABELS;SOURCES;OBJECTS" ${ARGN})
   list(APPEND T_LABELS ${DTLAB_TEST_EXTRA_LABELS})  # e.g. solutions (tests/CMakeLists.txt)
-  add_executable(${name} ${name}.cpp ${T_SOURCES})
-  dtlab_tool_defaults(${name})
+  list(TRANSFORM T_OBJECTS REPLACE "^(.+)$" "$<TARGET_OBJECTS:\\1>")
+  add_executable(${name} ${name}.cpp ${T_SOURCES} ${T_OBJECTS})
+  if(T_NO_TORCH)
+    target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+    target_link_libraries(${name} PRIVATE dtlab_tooling)
+  else()
+    dtlab_tool_defaults(${name})
+  endif()
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
@@ -88,6 +108,9 @@ function(dtlab_test name)
   if(T_WHOLE)
     add_test(NAME ${name} COMMAND ${name})
     set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+    if(T_COST)
+      set_tests_properties(${name} PROPERTIES COST ${T_COST})
+    endif()
     return()
   endif()
   gtest_discover_tests(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} DISCOVERY_TIMEOUT 60)
@@ -95,6 +118,11 @@ function(dtlab_test name)
   # split into property name/value pairs and all but the first are lost.
   file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake"
     "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\nendif()\n")
+  # COST: Note [Test order] (tests/CMakeLists.txt).
+  if(T_COST)
+    file(APPEND "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake"
+      "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES COST ${T_COST})\nendif()\n")
+  endif()
   if(T_RUN_SERIAL)  # for tests that read machine-wide counters (loopback traffic)
     file(APPEND "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake"
       "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES RUN_SERIAL TRUE)\nendif()\n")
@@ -105,20 +133,27 @@ endfunction()
 
 # Unit suites: tests/NAME.cpp files whose cases take milliseconds. They are compiled into ONE
 # binary, tests/unit_tests (Note [Unity builds]: each test binary costs a compile floor and a
-# link), and each file stays its own ctest entry with its own labels: the entry runs unit_tests
-# with a --gtest_filter of the GoogleTest suites that file defines (TEST, TEST_F, and TEST_P under
-# any instantiation prefix), in one process (starting
-# LibTorch once, not once per case). A suite name defined in two files is a configure error, so
-# that no case runs under two entries.
+# link), or, for suites that need no tensor, into tests/foundation_tests, which links the
+# LibTorch-free foundation alone and compiles without LibTorch's headers (Note [The foundation],
+# common/foundation.cmake). Each file stays its own ctest entry with its own labels: the entry
+# runs its binary with a --gtest_filter of the GoogleTest suites that file defines (TEST, TEST_F,
+# and TEST_P under any instantiation prefix), in one process (starting LibTorch once, not once
+# per case). A suite name defined in two files is a configure error, so that no case runs under
+# two entries.
 #
-# dtlab_unit_suite(NAME LABELS l1 [l2...] [TIMEOUT s]) declares one; dtlab_unit_tests() builds
-# the binary from every suite declared before it and returns its target name in DTLAB_UNIT_TESTS.
+# dtlab_unit_suite(NAME LABELS l1 [l2...] [TIMEOUT s] [FOUNDATION]) declares one; FOUNDATION puts
+# it in foundation_tests. dtlab_unit_tests() builds both binaries from every suite declared before
+# it.
 function(dtlab_unit_suite name)
-  cmake_parse_arguments(T "" "TIMEOUT" "LABELS" ${ARGN})
+  cmake_parse_arguments(T "FOUNDATION" "TIMEOUT" "LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
   math(EXPR T_TIMEOUT "${T_TIMEOUT} * ${DTLAB_TEST_TIMEOUT_SCALE}")
+  set(binary unit_tests)
+  if(T_FOUNDATION)
+    set(binary foundation_tests)
+  endif()
   set(file ${CMAKE_CURRENT_SOURCE_DIR}/${name}.cpp)
   # The filter is read from the file at configure time: editing the file reconfigures, or a
   # suite added to it would run under no entry (unit_tests_selection would say so).
@@ -154,26 +189,40 @@ function(dtlab_unit_suite name)
     endif()
   endforeach()
   string(REGEX REPLACE ":$" "" filter "${filter}")
-  set_property(GLOBAL APPEND PROPERTY DTLAB_UNIT_SOURCES ${file})
-  set_property(GLOBAL APPEND_STRING PROPERTY DTLAB_UNIT_FILTER "${filter}:")
-  add_test(NAME ${name} COMMAND unit_tests --gtest_filter=${filter})
-  # "unit": every entry of the one binary, the suites CI runs under the sanitizers (`make asan-unit`).
+  set_property(GLOBAL APPEND PROPERTY DTLAB_UNIT_SOURCES_${binary} ${file})
+  set_property(GLOBAL APPEND_STRING PROPERTY DTLAB_UNIT_FILTER_${binary} "${filter}:")
+  add_test(NAME ${name} COMMAND ${binary} --gtest_filter=${filter})
+  # "unit": every entry of the two binaries, the suites CI runs under the sanitizers (`make asan-unit`).
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;${T_LABELS}")
 endfunction()
 
+# A case that no entry selects (a TEST not at the start of its line) would never run: the entry
+# BINARY_selection lists the binary's cases outside every entry's filter and fails if there is one.
+function(dtlab_unit_selection_test binary)
+  get_property(all GLOBAL PROPERTY DTLAB_UNIT_FILTER_${binary})
+  add_test(NAME ${binary}_selection
+           COMMAND ${CMAKE_COMMAND} -DBINARY=$<TARGET_FILE:${binary}> "-DFILTER=${all}"
+                   -P ${PROJECT_SOURCE_DIR}/cmake/check_unit_selection.cmake)
+  set_tests_properties(${binary}_selection PROPERTIES TIMEOUT 60 LABELS unit)
+endfunction()
+
 function(dtlab_unit_tests)
-  get_property(sources GLOBAL PROPERTY DTLAB_UNIT_SOURCES)
+  get_property(sources GLOBAL PROPERTY DTLAB_UNIT_SOURCES_unit_tests)
   add_executable(unit_tests ${sources})
   dtlab_tool_defaults(unit_tests)
   dtlab_unity(unit_tests BATCH 4)
   target_link_libraries(unit_tests PRIVATE GTest::gtest GTest::gtest_main)
-  # A case that no entry selects (a TEST not at the start of its line) would never run: this
-  # entry lists the binary's cases outside every entry's filter and fails if there is one.
-  get_property(all GLOBAL PROPERTY DTLAB_UNIT_FILTER)
-  add_test(NAME unit_tests_selection
-           COMMAND ${CMAKE_COMMAND} -DBINARY=$<TARGET_FILE:unit_tests> "-DFILTER=${all}"
-                   -P ${PROJECT_SOURCE_DIR}/cmake/check_unit_selection.cmake)
-  set_tests_properties(unit_tests_selection PROPERTIES TIMEOUT 60 LABELS unit)
+  dtlab_unit_selection_test(unit_tests)
+
+  # Note [The foundation]: no LibTorch on the compile or the link line, no precompiled header.
+  get_property(sources GLOBAL PROPERTY DTLAB_UNIT_SOURCES_foundation_tests)
+  add_executable(foundation_tests ${sources})
+  target_compile_options(foundation_tests PRIVATE -Wall -Wextra -Wno-unused-parameter
+    $<TARGET_PROPERTY:dtlab_torch,INTERFACE_COMPILE_OPTIONS>)
+  target_link_libraries(foundation_tests PRIVATE dtlab_foundation_tooling dtlab_build_paths GTest::gtest
+                        GTest::gtest_main)
+  dtlab_unity(foundation_tests BATCH 4)
+  dtlab_unit_selection_test(foundation_tests)
 endfunction()
 
 # dtlab_write_build_paths(): Note [Build paths] (common/include/dtlab/tooling/build_paths.h). Writes

@@ -29,20 +29,19 @@ cmake -S fuzz -B "$build" "${generator[@]}" -DCMAKE_CXX_COMPILER="$cxx" "${launc
 scripts/build.sh "$build" -j "${JOBS:-1}"
 
 mkdir -p "$build/artifacts"
-status=0
-while read -r target max_len; do
-  [[ -z $target || $target == \#* ]] && continue
-  [[ -n ${TARGETS:-} && " $TARGETS " != *" $target "* ]] && continue
-  seeds=fuzz/corpus/$target
-  flags=(-max_len="$max_len" -rss_limit_mb=2048 -timeout=10 -dict=fuzz/$target.dict
-         -artifact_prefix="$build/artifacts/$target-")
-  log=$build/$target.$mode.log
+
+# fuzz_one TARGET MAX_LEN: replays or fuzzes one target, prints its line, returns its status.
+fuzz_one() {
+  local target=$1 max_len=$2
+  local seeds=fuzz/corpus/$target log=$build/$target.$mode.log
+  local flags=(-max_len="$max_len" -rss_limit_mb=2048 -timeout=10 -dict=fuzz/$target.dict
+               -artifact_prefix="$build/artifacts/$target-")
   if [[ $mode == replay ]]; then
     # -runs=0: run every input of the corpus once, then stop.
     if "$build/$target" "${flags[@]}" -runs=0 "$seeds" >"$log" 2>&1; then
       echo "fuzz-replay: $target: $(find "$seeds" -type f | wc -l) inputs, $(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1), ok"
     else
-      echo "fuzz-replay: $target FAILED (log: $log)"; tail -20 "$log"; status=1
+      echo "fuzz-replay: $target FAILED (log: $log)"; tail -20 "$log"; return 1
     fi
   else
     # New inputs go to BUILD/corpus/<target>, not into the committed seeds.
@@ -51,8 +50,27 @@ while read -r target max_len; do
         "$build/corpus/$target" "$seeds" >"$log" 2>&1; then
       echo "fuzz: $target: $(grep -E '^#[0-9]+.*(DONE|pulse|NEW|REDUCE)' "$log" | tail -1)"
     else
-      echo "fuzz: $target FOUND A PROBLEM (log: $log; input in $build/artifacts/)"; tail -30 "$log"; status=1
+      echo "fuzz: $target FOUND A PROBLEM (log: $log; input in $build/artifacts/)"; tail -30 "$log"; return 1
     fi
   fi
+}
+
+# JOBS targets at a time, each a single-threaded libFuzzer on a core of its own: every target
+# still gets SECONDS of fuzzing, and 9 targets take ceil(9 / JOBS) x SECONDS instead of 9 x SECONDS.
+status=0
+running=0
+while read -r target max_len; do
+  [[ -z $target || $target == \#* ]] && continue
+  [[ -n ${TARGETS:-} && " $TARGETS " != *" $target "* ]] && continue
+  if ((running >= ${JOBS:-1})); then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" "$max_len" &
+  running=$((running + 1))
 done < fuzz/targets.txt
+while ((running > 0)); do
+  wait -n || status=1
+  running=$((running - 1))
+done
 exit $status

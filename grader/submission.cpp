@@ -279,12 +279,17 @@ SubmissionBuild build_submission(const fs::path& submission, const std::vector<s
   // Note [The compile jail] (sandbox.h): a folder of this grading's own, removed when it ends.
   // In bwrap mode it sees, of the kit, only what the compile and the link read: the kit's
   // library sources and headers (common/: no answers there), the library and its precompiled
-  // header (build/common/), and each exercise's driver objects. Not solutions/, not what they
-  // built, not .git, and no results folder, wherever it lies (in the checkout, in build/).
+  // header (build/common/), and each exercise's driver objects and the kit's objects beside them
+  // (kit-T: dtlab_task in cmake/Dtlab.cmake). Not solutions/, not what they built (solution-T),
+  // not .git, and no results folder, wherever it lies (in the checkout, in build/).
   CompileJail jail;
   open_compile_jail(sandbox, &jail);
   jail.visible = {fs::absolute(source_dir) / "common", fs::absolute(build_dir) / "common"};
-  for (const auto& e : present) jail.visible.push_back(fs::absolute(build_dir) / "CMakeFiles" / ("driver-" + e + ".dir"));
+  for (const auto& e : present) {
+    jail.visible.push_back(fs::absolute(build_dir) / "CMakeFiles" / ("driver-" + e + ".dir"));
+    const fs::path kit = fs::absolute(build_dir) / "CMakeFiles" / ("kit-" + e + ".dir");
+    if (fs::is_directory(kit)) jail.visible.push_back(kit);
+  }
   std::map<std::string, std::vector<std::string>> sources;
   for (const auto& e : present) {
     try {

@@ -49,11 +49,4 @@ inline void expect_matches_golden(const torch::Tensor& actual, const nlohmann::j
   std::cout << "[ golden   ] " << what << ": max abs diff " << max_diff << "\n";
 }
 
-// "c3a9" -> the bytes 0xc3 0xa9: the golden files carry invalid UTF-8 as hex.
-inline std::string from_hex(const std::string& hex) {
-  std::string bytes;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return bytes;
-}
-
 }  // namespace dtlab::test

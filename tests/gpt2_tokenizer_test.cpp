@@ -16,7 +16,6 @@
 #include "dtlab/tokenizer/byte_level.h"
 #include "dtlab/tokenizer/gpt2_tokenizer.h"
 #include "dtlab/tokenizer/unicode.h"
-#include "golden_util.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share

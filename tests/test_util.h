@@ -33,6 +33,13 @@ inline std::filesystem::path fresh_temp_dir(const std::string& name) {
   return dir;
 }
 
+// "c3a9" -> the bytes 0xc3 0xa9: the golden files carry invalid UTF-8 as hex.
+inline std::string from_hex(const std::string& hex) {
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return bytes;
+}
+
 }  // namespace dtlab::test
 
 // Expects `statement` to throw `type` whose what() contains `needle`.

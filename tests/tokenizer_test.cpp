@@ -12,7 +12,6 @@
 #include "dtlab/io/file.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/tokenizer/bert_tokenizer.h"
-#include "golden_util.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Where a build folder's time went (Note [CI's budget] in .ci/run): the N slowest compiles of its
+# last build (ninja's log: each output's latest start and end, in ms) and the N slowest tests of
+# its last ctest run (ctest's Testing/Temporary/CTestCostData.txt: name, runs, mean seconds), each
+# with its seconds, and the totals.
+#   scripts/build_costs.sh BUILD_DIR [N]     (N: 20 unless given)
+#   scripts/build_costs.sh --exercises BUILD_DIR
+# --exercises: what each exercise row (exercises.txt) adds to the build and to ctest: its compiles
+# (its tasks/ and solutions/ files, its driver, its mutants, its own test binaries: objects of the
+# targets T, T-solution, driver-T, T-mutants and tests named T_*), their seconds, and the seconds of
+# the ctest entries labelled T (an entry with several exercise labels counts in each).
+# A compile that came from the compiler cache shows the cache's time, not the compiler's: run it
+# after a cold build (a new CCACHE_DIR) to see what compiling costs.
+set -euo pipefail
+exercises=0
+if [[ ${1:-} == --exercises ]]; then
+  exercises=1
+  shift
+fi
+build=${1:?usage: scripts/build_costs.sh [--exercises] BUILD_DIR [N]}
+n=${2:-20}
+log=$build/.ninja_log
+costs=$build/Testing/Temporary/CTestCostData.txt
+if [[ ! -f $log && ! -f $costs ]]; then
+  echo "build_costs: $build has neither .ninja_log (no build) nor $costs (no ctest run)" >&2
+  exit 2
+fi
+if ((exercises)); then
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  printf '%-10s %9s %12s %8s %12s\n' exercise compiles "compile s" tests "ctest s"
+  for t in $(awk '!/^#/ && NF {print $1}' "$root/exercises.txt"); do
+    read -r count seconds < <(awk -F'\t' -v t="$t" '!/^#/ && ($4 ~ /\.(o|gch)$/) { last[$4] = ($2 - $1) / 1000 }
+      END {
+        pattern = "(^|/)(" t "|" t "-solution|driver-" t "|" t "-mutants|" t "_[a-z_]*test)\\.dir/"
+        for (o in last) if (o ~ pattern) { n++; s += last[o] }
+        printf "%d %.0f\n", n, s
+      }' "$log" 2>/dev/null || echo "0 0")
+    names=$(ctest --test-dir "$build" -N -L "^$t\$" 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: //p')
+    read -r tests test_seconds < <(awk 'NR == FNR { want[$0] = 1; next } /^---/ { exit }
+      NF == 3 && ($1 in want) { n++; s += $3 } END { printf "%d %.0f\n", n, s }' <(echo "$names") "$costs" 2>/dev/null ||
+      echo "0 0")
+    printf '%-10s %9d %12d %8d %12d\n' "$t" "$count" "$seconds" "$tests" "$test_seconds"
+  done
+  exit 0
+fi
+if [[ -f $log ]]; then
+  # Ninja appends a line per output built (v5: start end mtime output hash); the last line of an
+  # output is its latest build. Only object files and precompiled headers are compiles.
+  awk -v n="$n" -F'\t' '!/^#/ && ($4 ~ /\.(o|gch)$/) { t[$4] = ($2 - $1) / 1000 }
+    END {
+      for (o in t) { total += t[o]; count++ }
+      printf "%s: %d compiles, %.0f s of compiling (both cores together: wall is about half)\n", FILENAME, count, total
+    }' "$log"
+  awk -F'\t' '!/^#/ && ($4 ~ /\.(o|gch)$/) { t[$4] = ($2 - $1) / 1000 } END { for (o in t) printf "%8.1f s  %s\n", t[o], o }' \
+    "$log" | sort -rn | head -n "$n"
+fi
+if [[ -f $costs ]]; then
+  awk -v n="$n" '/^---/ { exit } NF == 3 { total += $3; count++ }
+    END { printf "%s: %d tests, %.0f s of test time (ctest -j runs them side by side)\n", FILENAME, count, total }' "$costs"
+  awk '/^---/ { exit } NF == 3 { printf "%8.1f s  %s\n", $3, $1 }' "$costs" | sort -rn | head -n "$n"
+fi

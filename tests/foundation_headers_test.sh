@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Note [The foundation] (common/foundation.cmake): the targets that compile without LibTorch's
+# headers read none of them. Every object of those targets is looked up in ninja's record of the
+# headers each compile read (`ninja -t deps`, the compiler's own -MD list); a LibTorch header
+# (torch/, ATen/, c10/) in any of them fails the test and names the object and the header, and so
+# does a target with no object recorded (a renamed target would otherwise pass unseen).
+# Usage: tests/foundation_headers_test.sh BUILD_DIR
+set -euo pipefail
+build=${1:?usage: $0 BUILD_DIR}
+fail() { echo "foundation_headers_test: $*" >&2; exit 1; }
+command -v ninja >/dev/null || fail "ninja is not installed"
+[[ -f $build/build.ninja ]] || fail "$build is not a Ninja build folder"
+
+# The targets, by the folder CMake gives their objects.
+targets=(common/CMakeFiles/dtlab_foundation.dir common/CMakeFiles/dtlab_foundation_tooling.dir
+         grader/CMakeFiles/dtlab_grader_base.dir tests/CMakeFiles/foundation_tests.dir
+         tests/CMakeFiles/data_parallel_test.dir tests/CMakeFiles/multihost_test.dir
+         tests/CMakeFiles/grader_mutants_test.dir tests/CMakeFiles/grader_hostile_test.dir)
+deps=$(cd "$build" && ninja -t deps)
+checked=0
+for dir in "${targets[@]}"; do
+  # ninja -t deps prints "OBJECT: #deps N, ..." and then each header indented.
+  records=$(awk -v dir="$dir/" 'index($0, dir) == 1 && /: #deps/ { keep = 1; obj = $1; print; next }
+                                /^[^ ]/ { keep = 0 } keep' <<<"$deps")
+  objects=$(grep -c ': #deps' <<<"$records" || true)
+  ((objects > 0)) || fail "no compile of $dir is recorded in $build's .ninja_deps: build it first (or was it renamed?)"
+  bad=$(awk '/: #deps/ { obj = $1; next } $1 ~ /(^|\/)(torch|ATen|c10)\// { print obj " read " $1 }' <<<"$records" | head -5)
+  [[ -z $bad ]] || fail "$dir is meant to compile without LibTorch (Note [The foundation]), but:
+$bad"
+  checked=$((checked + objects))
+done
+echo "foundation_headers_test: $checked compiles of ${#targets[@]} targets read no LibTorch header"
