@@ -73,6 +73,9 @@ GRADE_ARGS ?=
 HAVE_SOLUTIONS := $(wildcard solutions)
 DEMO_WHAT := $(if $(HAVE_SOLUTIONS),--solutions,)
 comma := ,
+# A line of `make help` that names an instructors' command (the benchmarks time the reference
+# solutions; the skeletons are generated from them): in a student release it runs `:` instead.
+INSTRUCTORS_ONLY := $(if $(HAVE_SOLUTIONS),,@: )
 
 .PHONY: help setup configure build fixtures demo test test-changed skeletons gpt2-demo gpt2-real \
         bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
@@ -95,19 +98,19 @@ help:
 	@echo "  task 1 runs on the fixtures (MODEL DATA LR EPOCHS BATCH SEQ SEED); dp DP_MODEL=gpt2 for GPT-2 small's shape;"
 	@echo "  pipeline: single stage, model parallel, pipeline; pp: PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe, WORLD=4 for data x pipeline"
 	@echo "  zero: ZERO_STAGE=1|2|3 (ZeRO-1, ZeRO-2, FSDP; default 3) on WORLD ranks, ZERO_STEPS steps of ZERO_BATCH pairs"
-	@echo "  tp: TP=2 ranks per tensor group (default 2), on TP ranks or WORLD (TP x DP), TP_STEPS steps of ZERO_BATCH pairs"
+	@echo "  tp: TP=2 ranks per tensor group (default 2), on TP ranks or WORLD (TP x DP), TP_STEPS steps of TP_BATCH pairs"
 	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s$(comma) dp and zero's stages$(comma) pp and tp on 4 hosts at every rate; figures 9$(comma) 12$(comma) 14 and 15")
-	@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
-	@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
-	@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
-	@echo "make bench-gpt2      time the GPT-2 training step (gpt2-mini, GPT-2 small; batch 8 x 128)"
-	@echo "make bench-dp-gpt2   time the dp exercise's step at 1, 2, 4 ranks (gpt2-mini, GPT-2 small; 8 x 128 per rank)"
-	@echo "make bench-pipeline  time the pipeline exercise's step: model parallel vs 8 micro-batches, 2 balanced stages"
-	@echo "make bench-pp        time the pp exercise's step: GPipe vs 1F1B on 2 stage ranks x 8 micro-batches"
-	@echo "make bench-task1-eager, bench-gpt2-eager  the kit's step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
+	$(INSTRUCTORS_ONLY)@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
+	$(INSTRUCTORS_ONLY)@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
+	$(INSTRUCTORS_ONLY)@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
+	$(INSTRUCTORS_ONLY)@echo "make bench-gpt2      time the GPT-2 training step (gpt2-mini, GPT-2 small; batch 8 x 128)"
+	$(INSTRUCTORS_ONLY)@echo "make bench-dp-gpt2   time the dp exercise's step at 1, 2, 4 ranks (gpt2-mini, GPT-2 small; 8 x 128 per rank)"
+	$(INSTRUCTORS_ONLY)@echo "make bench-pipeline  time the pipeline exercise's step: model parallel vs 8 micro-batches, 2 balanced stages"
+	$(INSTRUCTORS_ONLY)@echo "make bench-pp        time the pp exercise's step: GPipe vs 1F1B on 2 stage ranks x 8 micro-batches"
+	$(INSTRUCTORS_ONLY)@echo "make bench-task1-eager, bench-gpt2-eager  the kit's step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
-	@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
+	$(INSTRUCTORS_ONLY)@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
 	@echo "make asan-unit       the unit suites under AddressSanitizer + UBSan (build-asan/; CI); make asan: every suite"
 	@echo "make tsan            the suites that start threads under ThreadSanitizer (build-tsan/)"
 	@echo "make fuzz, fuzz-replay  fuzz the readers of outside input (clang 14; setup.sh --fuzz)"
@@ -208,16 +211,17 @@ $(ZERO_TASKS) $(call solutions_of,$(ZERO_TASKS)): fixtures
 	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(WORLD) --local_rank {rank} $(ARGS)
 
 # Tensor parallel (tp): the GPT-2 of dp split over TP ranks, TP_STEPS steps of a global batch of
-# ZERO_BATCH pairs. On TP ranks unless WORLD is given: `make tp WORLD=4 TP=2` is TP 2 x DP 2. The
+# TP_BATCH pairs (24, like zero's). On TP ranks unless WORLD is given: `make tp WORLD=4 TP=2` is TP 2 x DP 2. The
 # run ends with what a rank held and all-reduced (results.json's "tensor_parallel"). gpt2-mini has
 # 4 heads: TP 1, 2 or 4; at TP 4 the fixture tokenizer's vocabulary of 1482 is padded to 1484.
 TP       ?= 2
 TP_STEPS ?= 30
+TP_BATCH ?= 24
 TP_WORLD = $(if $(filter command line environment,$(origin WORLD)),$(WORLD),$(TP))
 $(TP_TASKS) $(call solutions_of,$(TP_TASKS)): fixtures
 	scripts/run_local_ranks.sh $(TP_WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
 	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
-	  --global_batch_size $(ZERO_BATCH) --learning_rate $(GPT2_LR) --max_steps $(TP_STEPS) --no_eval --seed $(SEED) \
+	  --global_batch_size $(TP_BATCH) --learning_rate $(GPT2_LR) --max_steps $(TP_STEPS) --no_eval --seed $(SEED) \
 	  --tp $(TP) --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
 	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(TP_WORLD) --local_rank {rank} $(ARGS)
 
@@ -311,6 +315,14 @@ release: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# The benchmarks and the skeletons' generator need solutions/: in a student release they say so
+# in one line instead of ninja's "unknown target".
+INSTRUCTOR_TARGETS := skeletons bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp \
+  bench-task1-eager bench-gpt2-eager
+ifeq ($(HAVE_SOLUTIONS),)
+$(INSTRUCTOR_TARGETS):
+	$(error make $@: the benchmarks and the skeletons' generator run the reference solutions, which the student kit does not have)
+else
 skeletons: build
 	$(GRADER) skeletons
 
@@ -346,6 +358,7 @@ bench-task1-eager: configure
 bench-gpt2-eager: configure
 	scripts/build.sh $(BUILD) --target bench_gpt2
 	$(PYTHON) bench/compare_eager.py --bench gpt2 --build $(BUILD) $(ARGS)
+endif
 
 clean:
 	rm -rf $(BUILD)

@@ -221,6 +221,11 @@ function(dtlab_unit_tests)
     $<TARGET_PROPERTY:dtlab_torch,INTERFACE_COMPILE_OPTIONS>)
   target_link_libraries(foundation_tests PRIVATE dtlab_foundation_tooling dtlab_build_paths GTest::gtest
                         GTest::gtest_main)
+  # Every object of the foundation linked in, used or not: a foundation file that calls into
+  # dtlab_common (which a suite happens not to reach) fails this link on every build, not only
+  # where some other symbol of its unit is pulled in (glue's flags once did, on one LibTorch).
+  target_link_options(foundation_tests PRIVATE
+    "LINKER:--whole-archive,$<TARGET_FILE:dtlab_foundation>,$<TARGET_FILE:dtlab_foundation_tooling>,--no-whole-archive")
   dtlab_unity(foundation_tests BATCH 4)
   dtlab_unit_selection_test(foundation_tests)
 endfunction()

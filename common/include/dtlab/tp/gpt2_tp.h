@@ -28,8 +28,8 @@
 // model than TP 1. Here each rank draws the WHOLE mask, exactly as one process draws it (the same
 // generator state, the same shape, model::dropout), and keeps its heads' part: the masks differ
 // between the ranks and together are one process's, so TP with dropout equals one process
-// exactly (tp_train_test, DropoutEqualsOneProcess). The price is TP times the random numbers
-// drawn for that mask: at GPT-2 small's 1024 positions a rank draws 12 x 1024² numbers a row
+// exactly (tp_run_test, TensorParallel.WithDropoutEqualsOneProcessExactly). The price is TP times
+// the random numbers drawn for that mask: at GPT-2 small's 1024 positions a rank draws 12 x 1024² numbers a row
 // where Megatron's tracker draws 12 / TP x 1024², which is why Megatron does not do this.
 #pragma once
 
