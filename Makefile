@@ -290,8 +290,11 @@ test-changed: build
 	  ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L "$$labels" --no-tests=error; fi
 
 # Grades everything, then renders the report even when a check failed, and exits with the
-# grading's status.
-demo: build
+# grading's status. It builds what the grading runs (the grader with the programs it starts, and
+# each exercise's binary: the reference's where solutions/ is), not the test suites: `make test`
+# builds those.
+demo: configure
+	scripts/build.sh $(BUILD) -j $(JOBS) --target grader $(if $(HAVE_SOLUTIONS),$(EXERCISES:%=%-solution),$(EXERCISES))
 	@status=0; $(GRADER) check all $(DEMO_WHAT) --results $(GRADE) $(GRADE_ARGS) || status=$$?; \
 	  $(GRADER) report --results $(GRADE) && exit $$status
 
