@@ -38,6 +38,14 @@ function(dtlab_target_defaults target)
   target_precompile_headers(${target} REUSE_FROM dtlab_common)
 endfunction()
 
+# Note [The foundation] (common/foundation.cmake): a target whose sources include no LibTorch
+# header compiles without the precompiled header, with the same warnings (and the warning settings
+# the kit's LibTorch target carries: GCC 12's C++20 false positives).
+function(dtlab_no_torch_defaults target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter
+    $<TARGET_PROPERTY:dtlab_torch,INTERFACE_COMPILE_OPTIONS>)
+endfunction()
+
 # The kit's own programs (grader, tools, tests, benchmarks) also link dtlab_tooling; student
 # binaries never do.
 function(dtlab_tool_defaults target)
@@ -95,7 +103,7 @@ function(dtlab_test name)
   list(TRANSFORM T_OBJECTS REPLACE "^(.+)$" "$<TARGET_OBJECTS:\\1>")
   add_executable(${name} ${name}.cpp ${T_SOURCES} ${T_OBJECTS})
   if(T_NO_TORCH)
-    target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+    dtlab_no_torch_defaults(${name})
     target_link_libraries(${name} PRIVATE dtlab_tooling)
   else()
     dtlab_tool_defaults(${name})
@@ -217,8 +225,7 @@ function(dtlab_unit_tests)
   # Note [The foundation]: no LibTorch on the compile or the link line, no precompiled header.
   get_property(sources GLOBAL PROPERTY DTLAB_UNIT_SOURCES_foundation_tests)
   add_executable(foundation_tests ${sources})
-  target_compile_options(foundation_tests PRIVATE -Wall -Wextra -Wno-unused-parameter
-    $<TARGET_PROPERTY:dtlab_torch,INTERFACE_COMPILE_OPTIONS>)
+  dtlab_no_torch_defaults(foundation_tests)
   target_link_libraries(foundation_tests PRIVATE dtlab_foundation_tooling dtlab_build_paths GTest::gtest
                         GTest::gtest_main)
   # Every object of the foundation linked in, used or not: a foundation file that calls into
