@@ -38,6 +38,7 @@ set(DTLAB_FOUNDATION_SOURCES
   pipeline/simulate.cpp
   pipeline/stage_schedule.cpp
   pipeline/timeline.cpp
+  report/process_memory.cpp
   report/results.cpp
   report/timing.cpp
   train/adamw_kernel.cpp)

@@ -452,6 +452,38 @@ Verdict traffic(Runner& runner, const std::string& e) {
                                                                           const std::string& who) -> std::optional<Verdict> {
     const double positions = t.value("positions_per_step", 0.0), measured = t.value("tp_bytes_per_step", 0.0);
     const auto L = t.value("n_layer", int64_t{0}), H = t.value("n_embd", int64_t{0});
+    // Note [Bytes of a tensor-parallel step]: counted, not only weighed. Any other kind of
+    // operation on the tensor group (an all_gather of the logits, a broadcast, a send) is one the
+    // lesson never needs, however few bytes it moves; the all-reduces are exactly (4L + 2) of the
+    // activations, the loss's three (max, sum of exps, target logit) and the clip's norm.
+    if (!t.contains("tp_operations_per_step")) {
+      return Verdict{Status::kError, fmt::format("{}: results.json's tensor_parallel has no tp_operations_per_step", who)};
+    }
+    for (const auto& [op, tally] : t.at("tp_operations_per_step").items()) {
+      if (op == "all_reduce") continue;
+      return Verdict{Status::kWrongNumber,
+                     fmt::format("{}: the tensor group ran {:g} {} a step ({:.3f} MB). Tensor parallelism needs only "
+                                 "all-reduces: the vocabulary-parallel loss keeps each rank's B x T x V/TP logits and "
+                                 "all-reduces three [B x T] vectors (the max, the sum of exps, the target's logit); "
+                                 "gathering the logits holds B x T x V on every rank, what the split is for.",
+                                 who, tally.value("count", 0.0), op, 1e-6 * tally.value("bytes", 0.0))};
+    }
+    const double all_reduces = t.at("tp_operations_per_step").contains("all_reduce")
+                                   ? t.at("tp_operations_per_step").at("all_reduce").value("count", 0.0)
+                                   : 0.0;
+    const double want_count = 4.0 * double(L) + 2 + 3 + 1;
+    if (all_reduces != want_count) {
+      return Verdict{Status::kWrongNumber,
+                     fmt::format("{}: the tensor group ran {:g} all-reduces a step, not {:g}: 4L + 2 = {:g} of the "
+                                 "activations, the loss's 3 (the max, the sum of exps, the target's logit) and the "
+                                 "gradient norm's 1. {}",
+                                 who, all_reduces, want_count, 4.0 * double(L) + 2,
+                                 all_reduces < want_count ? "An all-reduce is missing: is every row-parallel output summed, "
+                                                            "and does the loss all-reduce its max, its sum and its target "
+                                                            "logit?"
+                                                          : "An all-reduce too many: does a layer all-reduce what is "
+                                                            "already whole?")};
+    }
     // Note [Bytes of a tensor-parallel step]: (4L + 2) activations of B x T x H, the loss's 3 x B x T, the norm.
     const double want = (4.0 * double(L) + 2) * positions * double(H) * 4 + 3 * positions * 4 + 8;
     if (positions <= 0 || std::abs(measured / want - 1) > kTrafficSlack) {
@@ -489,8 +521,8 @@ std::vector<CheckSpec> tp_checks(const std::string& e) {
                       "after 20 steps", 3, [e](Runner& r) { return c::replicas(r, e); }},
       {e, "memory", "each rank holds 1/TP of every split weight (wte's rows of the padded vocabulary), the rest whole",
        2, [e](Runner& r) { return c::memory(r, e); }},
-      {e, "traffic", "each tensor group all-reduces (4L + 2) activations and the loss's three vectors per step, within "
-                     "1%", 3, [e](Runner& r) { return c::traffic(r, e); }},
+      {e, "traffic", "each tensor group runs exactly (4L + 2) all-reduces of activations, the loss's three and the "
+                     "norm's per step, no other operation, bytes within 1%", 3, [e](Runner& r) { return c::traffic(r, e); }},
   };
 }
 

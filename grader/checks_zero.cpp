@@ -168,7 +168,12 @@ Verdict memory(Runner& runner, const std::string& e) {
     if (!s) return failure;
     const UnitBytes u = unit_bytes(*s);
     whole = u.whole;
-    const int64_t gradient = bytes_of(*s, "peak_gradient_bytes"), parameters = bytes_of(*s, "peak_parameter_bytes");
+    const int64_t gradient = bytes_of(*s, "peak_gradient_bytes");
+    // FSDP: the most whole parameters at once in the forward (stage hooks) or the backward
+    // (gradient hooks): a unit gathered for backward too early holds as much as one never freed.
+    const int64_t forward = bytes_of(*s, "peak_parameter_bytes"),
+                  backward = s->contains("peak_backward_parameter_bytes") ? bytes_of(*s, "peak_backward_parameter_bytes") : 0;
+    const int64_t parameters = std::max(forward, backward);
     const int64_t gradient_bound = u.embeddings + u.head + 2 * u.largest_block;
     const int64_t parameter_bound = u.embeddings + u.head + 2 * u.largest_block;
     if (stage >= 2 && (gradient >= u.whole || gradient > gradient_bound)) {
@@ -184,14 +189,17 @@ Verdict memory(Runner& runner, const std::string& e) {
     }
     if (stage == 3 && (parameters >= u.whole || parameters > parameter_bound)) {
       return {Status::kWrongNumber,
-              fmt::format("{}: rank 0 held {} bytes of whole parameters at once in the forward; {}. Free each unit "
-                          "after the last stage that reads it", who, parameters,
+              fmt::format("{}: rank 0 held {} bytes of whole parameters at once in the {}; {}. {}", who, parameters,
+                          backward > forward ? "backward" : "forward",
                           parameters >= u.whole
                               ? fmt::format("that is the whole model ({}), which FSDP never holds", u.whole)
                               : fmt::format("a rank needs at most {} (the tied embeddings, which the head reads "
                                             "last, {}; the head, {}; a block computing and the next one "
                                             "prefetched, {} each)", parameter_bound, u.embeddings, u.head,
-                                            u.largest_block))};
+                                            u.largest_block),
+                          backward > forward ? "Gather a unit for its backward when backward reaches it (a hook on "
+                                               "the output of the stage that read it), not all at once before"
+                                             : "Free each unit after the last stage that reads it")};
     }
     summary += fmt::format("\n  {}: optimiser state {} bytes, gradient at most {} bytes (bound {}), whole parameters "
                            "at most {} bytes{}", stage_name(stage), bytes_of(*s, "optimizer_state_bytes"), gradient,

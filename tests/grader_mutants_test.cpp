@@ -105,6 +105,8 @@ const std::vector<Mutant> kZeroMutants = {
     {"zero", "no_all_gather", "losses-1", "wrong number", "rank 1's model differs from rank 0's", 120},
     {"zero", "keeps_gradients", "memory", "wrong number", "which no rank may hold", 180},
     {"zero", "never_frees", "memory", "wrong number", "that is the whole model", 180},
+    // Every unit gathered at once before backward: the forward and the traffic are right.
+    {"zero", "gathers_all_before_backward", "memory", "wrong number", "whole parameters at once in the backward", 180},
     {"zero", "gathers_again", "traffic", "wrong number", "a unit gathered more often than needed", 180},
     // Read while freed: LibTorch's "storage of size 0", said in the strategy's terms.
     {"zero", "freed_before_backward", "losses-3", "error", "the backward read parameters of a unit that was freed", 120},
@@ -125,6 +127,9 @@ const std::vector<Mutant> kTpMutants = {
     {"tp", "contiguous_c_attn", "gradients-2", "wrong number", "not one contiguous slice of the 3 x n_embd columns", 120},
     {"tp", "gathered_logits", "losses-2", "wrong number", "log 2 = 0.693147 too high", 120},
     {"tp", "padding_counted", "gradients-4", "wrong number", "the vocabulary of 1482 is padded to 1484", 120},
+    // Right in every number (the loss, the gradients, within the byte slack): the logits gathered
+    // whole on every rank, an ordinary cross-entropy. Only the count of operations tells.
+    {"tp", "all_gathered_logits", "traffic", "wrong number", "ran 1 all_gather a step", 120},
 };
 
 std::string mutants_binary(const std::string& exercise) {
@@ -240,6 +245,16 @@ const std::vector<FairCase> kFairCases = {
     {"tp", "padding_counted",
      {{"gradients-2", "passed"}, {"gradients-4", "wrong number"}, {"losses-2", "passed"}, {"memory", "passed"}},
      {{"gradients-4", "transformer.wte.weight"}}},
+    // FSDP gathering every unit before backward: right in every number and every byte sent; only
+    // the memory check, which samples the backward too, fails.
+    {"zero", "gathers_all_before_backward",
+     {{"gradients-3", "passed"}, {"losses-3", "passed"}, {"traffic", "passed"}, {"memory", "wrong number"}},
+     {{"memory", "not all at once before"}}},
+    // tp: the logits gathered whole, an ordinary cross-entropy: right in every number, so only the
+    // traffic check fails (it counts the tensor group's operations, not only their bytes).
+    {"tp", "all_gathered_logits",
+     {{"gradients-2", "passed"}, {"losses-2", "passed"}, {"memory", "passed"}, {"traffic", "wrong number"}},
+     {{"traffic", "gathering the logits holds B x T x V on every rank"}}},
 };
 
 class FairGrading : public ::testing::TestWithParam<FairCase> {};

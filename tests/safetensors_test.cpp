@@ -590,4 +590,54 @@ TEST(SafetensorsCorrupt, FlippedHeaderBytesParseOrThrowDtlabErrorNeverCrash) {
   EXPECT_GT(parsed, 0);
 }
 
+// Note [Reading only what a rank keeps]: the file reader applies the image parser's rules to
+// what it reads of a file, and says the same thing: every truncation of a valid file is refused
+// with the same words, naming the file.
+TEST(SafetensorsFile, EveryTruncationIsRefusedAsTheImageParserRefusesIt) {
+  const std::string bytes = sample_image();
+  const fs::path path = dtlab::test::fresh_temp_dir("safetensors_file") / "model.safetensors";
+  for (size_t size = 0; size < bytes.size(); ++size) {
+    SCOPED_TRACE(size);
+    dtlab::io::write_file_atomically(path, bytes.substr(0, size));
+    std::string by_parser, by_file;
+    try {
+      dtlab::io::parse_safetensors(bytes.substr(0, size), path.string());
+    } catch (const dtlab::Error& e) {
+      by_parser = e.what();
+    }
+    try {
+      dtlab::io::SafetensorsFile file(path);
+    } catch (const dtlab::Error& e) {
+      by_file = e.what();
+    }
+    ASSERT_FALSE(by_parser.empty());
+    EXPECT_EQ(by_file, by_parser);
+  }
+}
+
+// A run of a tensor's elements is read from its offsets into the tensor that keeps it, converted
+// to its dtype, and the file's other bytes are never read.
+TEST(SafetensorsFile, ReadsARunOfElementsAndNothingElse) {
+  const TensorMap tensors = every_dtype();
+  const fs::path path = dtlab::test::fresh_temp_dir("safetensors_runs") / "model.safetensors";
+  dtlab::io::save_safetensors(path, tensors);
+  const dtlab::io::SafetensorsFile file(path);
+  EXPECT_EQ(file.bytes_read(), 0u) << "opening reads the header, not the data";
+  const dtlab::io::SafetensorsEntry* f32 = file.find("f32");
+  ASSERT_NE(f32, nullptr);
+  torch::Tensor run = torch::full({5}, -1.0f);
+  file.read_into(*f32, 3, run);
+  EXPECT_TRUE(torch::equal(run, tensors.at("f32").reshape({-1}).narrow(0, 3, 5)));
+  EXPECT_EQ(file.bytes_read(), 5u * sizeof(float));
+  // F16 into float32: converted, two bytes an element read.
+  torch::Tensor half = torch::zeros({4});
+  file.read_into(*file.find("f16"), 6, half);
+  EXPECT_TRUE(torch::equal(half, tensors.at("f16").reshape({-1}).narrow(0, 6, 4).to(torch::kFloat)));
+  EXPECT_EQ(file.bytes_read(), 5u * sizeof(float) + 4u * 2);
+  expect_same_tensor(file.read(*file.find("i64")), tensors.at("i64"), "i64");
+  EXPECT_EQ(file.find("absent"), nullptr);
+  torch::Tensor past = torch::zeros({2});
+  EXPECT_THROW(file.read_into(*f32, 11, past), dtlab::Error);  // elements [11, 13) of 12
+}
+
 }  // namespace safetensors_test

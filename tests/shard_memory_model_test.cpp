@@ -272,8 +272,8 @@ std::string with_commas(int64_t n) {
 }
 
 std::vector<std::string> memory_table() {
-  std::vector<std::string> rows = {"| model | parameters | ranks | DDP | ZeRO-1 | ZeRO-2 | FSDP |",
-                                   "|---|---|---|---|---|---|---|"};
+  std::vector<std::string> rows = {"| model | parameters | ranks | DDP | ZeRO-1 | ZeRO-2 | FSDP | loading, sharded |",
+                                   "|---|---|---|---|---|---|---|---|"};
   const std::vector<std::pair<const char*, const char*>> models = {
       {"gpt2", "GPT-2 small"}, {"gpt2-medium", "GPT-2 medium"}, {"gpt2-large", "GPT-2 large"}, {"gpt2-xl", "GPT-2 XL"}};
   for (const auto& [name, label] : models) {
@@ -284,6 +284,7 @@ std::vector<std::string> memory_table() {
       for (Stage stage : {Stage::kOneProcess, Stage::kZero1, Stage::kZero2, Stage::kFsdp}) {
         row += fmt::format(" {:.2f} |", double(rank_memory(units, stage, world).total_bytes()) / double(1 << 30));
       }
+      row += fmt::format(" {:.2f} |", double(dtlab::shard::load_peak_bytes(units, world)) / double(1 << 30));
       rows.push_back(row);
     }
   }

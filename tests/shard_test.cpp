@@ -11,6 +11,7 @@
 #include "dtlab/core/error.h"
 #include "dtlab/shard/flat_parameters.h"
 #include "dtlab/shard/shard_optimizer.h"
+#include "dtlab/shard/units.h"
 #include "dtlab/train/optimizer.h"
 #include "tiny_model.h"
 
@@ -178,6 +179,56 @@ TEST(ShardAdamW, RefusesAGradientBufferOfAnotherSize) {
   auto model = tiny(5);
   FlatParameters flat(*model, 2);
   EXPECT_THROW(dtlab::shard::make_shard_adamw(flat, 0, torch::zeros({32}), {}), dtlab::Error);
+}
+
+// Note [Reading only what a rank keeps]: each rank fills its pieces from a source of parameter
+// values, reading only the elements its pieces hold; the pieces of 3 ranks together are the
+// source's model (the padding untouched), and a later source of the same parameter wins.
+TEST(FillPieces, EachRankReadsItsPiecesAndTogetherTheyAreTheSource) {
+  auto source = tiny(7);
+  const auto unit_of = [](const std::string& p) { return p.rfind("fc.", 0) == 0 ? std::string("fc") : std::string("rest"); };
+  std::vector<torch::Tensor> whole;  // per unit: the source's values, flat, from the ranks' pieces
+  int64_t read_in_all = 0;
+  for (int rank = 0; rank < 3; ++rank) {
+    auto model = tiny(1);
+    std::vector<dtlab::shard::ShardUnit> units = dtlab::shard::make_units(*model, 3, rank, unit_of);
+    dtlab::shard::keep_only_pieces(units, rank);
+    std::vector<dtlab::shard::PieceSource> sources;
+    int64_t asked = 0;
+    for (const auto& item : source->named_parameters()) {
+      const torch::Tensor values = item.value().detach().reshape({-1});
+      sources.push_back({item.key(), [values, &asked](int64_t begin, torch::Tensor into) {
+                           asked += into.numel();
+                           into.copy_(values.narrow(0, begin, into.numel()));
+                         }});
+    }
+    const int64_t read = dtlab::shard::fill_pieces(units, rank, sources);
+    EXPECT_EQ(read, asked);
+    read_in_all += read;
+    if (whole.empty()) {
+      for (const auto& u : units) whole.push_back(torch::zeros({u.flat->layout().padded_numel()}));
+    }
+    for (size_t u = 0; u < units.size(); ++u) {
+      whole[u].narrow(0, units[u].flat->layout().begin(rank), units[u].flat->layout().shard_numel())
+          .copy_(units[u].shard_values);
+    }
+  }
+  EXPECT_EQ(read_in_all, 65) << "every element read once, by the rank whose piece holds it";
+  // The source's model, unit by unit, in make_units' order, padding zero.
+  auto reference = tiny(7);
+  std::vector<dtlab::shard::ShardUnit> expected = dtlab::shard::make_units(*reference, 3, 0, unit_of);
+  ASSERT_EQ(expected.size(), whole.size());
+  for (size_t u = 0; u < whole.size(); ++u) EXPECT_TRUE(torch::equal(whole[u], expected[u].flat->values())) << u;
+
+  auto model = tiny(1);
+  // Rank 2's piece of unit fc (40 elements, pieces of 14) holds fc.bias, elements [35, 40).
+  std::vector<dtlab::shard::ShardUnit> units = dtlab::shard::make_units(*model, 3, 2, unit_of);
+  const std::vector<dtlab::shard::PieceSource> twice = {
+      {"fc.bias", [](int64_t, torch::Tensor into) { into.fill_(1.0f); }},
+      {"fc.bias", [](int64_t, torch::Tensor into) { into.fill_(2.0f); }}};
+  dtlab::shard::fill_pieces(units, 2, twice);
+  EXPECT_EQ(model->fc->bias[0].item<float>(), 2.0f) << "the later source wins";
+  EXPECT_THROW(dtlab::shard::fill_pieces(units, 2, {{"nowhere.weight", [](int64_t, torch::Tensor) {}}}), dtlab::Error);
 }
 
 }  // namespace shard_test

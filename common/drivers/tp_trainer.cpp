@@ -4,11 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "dtlab/core/error.h"
+#include "dtlab/core/storage.h"
 #include "dtlab/lm/options.h"
 #include "dtlab/tp/gpt2_tp.h"
 #include "dtlab/tp/grid.h"
@@ -38,7 +40,9 @@ class TensorParallelTrainer : public lm::GridTrainer {
   TensorParallelTrainer(model::Gpt2LMHeadModel whole, dist::Group& world, int tp)
       : whole_(std::move(whole)),
         grid_(world, checked_tp(tp, world.size(), whole_->config()), "tp"),
-        model_(whole_, grid_.tensor()) {}
+        model_(whole_, grid_.tensor()) {
+    release_model();  // Note [Memory a rank holds]: the slices are this rank's model now
+  }
 
   int replicas() const override { return grid_.dp(); }
   int replica() const override { return grid_.dp_rank(); }
@@ -58,6 +62,7 @@ class TensorParallelTrainer : public lm::GridTrainer {
     const double tokens = n.item<double>();
     const double scale = tokens > 0 ? grid_.dp() / tokens : 0.0;
     const int64_t tp_bytes = grid_.tensor().log().bytes("all_reduce");
+    const size_t tp_records = grid_.tensor().log().records().size();
     const double seconds = grid_.tensor().log().seconds() + grid_.data().log().seconds();
     const TensorParallelStepResult r = tensor_parallel_step(
         *model_, *state.optimizer, grid_,
@@ -68,6 +73,14 @@ class TensorParallelTrainer : public lm::GridTrainer {
     state.scheduler->step();
     if (input.step >= 2) {  // step 1 warms up; its bytes are the same
       tp_bytes_ += grid_.tensor().log().bytes("all_reduce") - tp_bytes;
+      // Every operation of the tensor group in the step, by kind (Note [Bytes of a tensor-parallel
+      // step]): the grader holds the all-reduces to their count and finds any other kind.
+      const std::vector<dist::CommRecord> records = grid_.tensor().log().records();
+      for (size_t i = tp_records; i < records.size(); ++i) {
+        OpTally& t = tp_ops_[records[i].op];
+        ++t.count;
+        t.bytes += records[i].bytes;
+      }
       positions_ += b.input_ids.numel();
       ++measured_steps_;
     }
@@ -75,7 +88,24 @@ class TensorParallelTrainer : public lm::GridTrainer {
     return train::StepResult{static_cast<float>(r.global_loss), comm};
   }
 
-  void gather_model() override { gather_tensor_parallel_gpt2_into(*model_, grid_.tensor(), *whole_); }
+  // The whole model exists only while it is evaluated or saved: made again, filled by gathering
+  // every rank's slices, and given back after (Note [Memory a rank holds]).
+  void gather_model() override {
+    for (const auto& p : whole_->parameters()) restore_storage(p, static_cast<size_t>(bytes_of(p)));
+    gather_tensor_parallel_gpt2_into(*model_, grid_.tensor(), *whole_);
+  }
+  void release_model() override {
+    for (const auto& p : whole_->parameters()) release_storage(p);
+  }
+
+  // {"all_reduce": {"count": 30, "bytes": ...}, ...}: the tensor group's operations of a step.
+  nlohmann::json tp_operations(double steps) const {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [op, t] : tp_ops_) {
+      out[op] = {{"count", static_cast<double>(t.count) / steps}, {"bytes", static_cast<double>(t.bytes) / steps}};
+    }
+    return out;
+  }
 
   nlohmann::json summary() override {
     torch::NoGradGuard no_grad;
@@ -125,6 +155,7 @@ class TensorParallelTrainer : public lm::GridTrainer {
             {"measured_steps", measured_steps_},
             {"positions_per_step", static_cast<double>(positions_) / steps},
             {"tp_bytes_per_step", static_cast<double>(tp_bytes_) / steps},
+            {"tp_operations_per_step", tp_operations(steps)},
             {"predicted_tp_bytes_per_step", predicted_tp_bytes(static_cast<double>(positions_) / steps)},
             {"predicted_bytes_sent_per_step", sent},
             {"dp_bytes_per_step", static_cast<double>(grid_.data().log().bytes("all_reduce", "tp data-parallel")) /
@@ -164,6 +195,10 @@ class TensorParallelTrainer : public lm::GridTrainer {
   TensorParallelGpt2 model_;
   std::optional<train::RankDumpPlan> dump_;
   int64_t tp_bytes_ = 0, positions_ = 0, measured_steps_ = 0;
+  struct OpTally {
+    int64_t count = 0, bytes = 0;
+  };
+  std::map<std::string, OpTally> tp_ops_;  // the tensor group's operations over the measured steps
 };
 
 }  // namespace

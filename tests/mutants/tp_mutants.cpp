@@ -149,6 +149,21 @@ torch::Tensor VocabParallelCrossEntropy::forward(AutogradContext* ctx, const tor
                                    ? local_logits
                                    : local_logits.masked_fill(padding, -std::numeric_limits<double>::infinity());
 
+  if (mutant("all_gathered_logits")) {
+    // Right in every number, wrong in the point: the logits gathered whole on every rank (B x T x
+    // V floats each, where the lesson keeps B x T x V / TP), an ordinary cross-entropy of them, and
+    // the gradient of this rank's own columns. Only the count of the tensor group's collectives
+    // tells (grader/checks_tp.cpp, traffic).
+    const torch::Tensor all = torch::cat(group->all_gather(logits.contiguous(), tag + " gather"), -1);
+    const torch::Tensor lse = torch::logsumexp(all, -1);
+    const torch::Tensor ignored = targets.eq(model::kIgnoreIndex);
+    const torch::Tensor target_logit =
+        all.gather(-1, targets.clamp_min(0).unsqueeze(-1)).squeeze(-1).masked_fill(ignored, 0.0);
+    const torch::Tensor owned = targets.ge(shard.start).logical_and(targets.lt(shard.end()));
+    const torch::Tensor local_target = (targets - shard.start).masked_fill(owned.logical_not(), 0);
+    ctx->save_for_backward({(logits - lse.unsqueeze(-1)).exp(), local_target, owned, ignored});
+    return (lse - target_logit).masked_fill(ignored, 0.0);
+  }
   // Every rank's max of its columns, then the max of those: the same shift on every rank, so
   // that the exps summed over the ranks share one scale.
   torch::Tensor max = std::get<0>(logits.max(-1)).contiguous();

@@ -124,7 +124,14 @@ class Fsdp final : public shard::ShardStrategy {
       });
     }
   }
-  void before_backward() override { hooks_.arm(); }
+  void before_backward() override {
+    hooks_.arm();
+    // gathers_all_before_backward: right in every number and in its traffic (the output hooks
+    // find every unit gathered), but backward holds the whole model's parameters.
+    if (mutant("gathers_all_before_backward")) {
+      for (size_t u = 0; u < c_.units->size(); ++u) gather(u);
+    }
+  }
   void unit_ready(shard::ShardUnit& unit) {
     reduce_unit(unit, *c_.group);
     free_gradient(unit);

@@ -266,9 +266,12 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
     }
   }
   if (run.group) results.set_section("communication", communication_json(*run.group, *sync));
+  // Every rank's resident memory (a collective, after the communication record is read).
+  if (o.do_train) results.set_section("memory", train::memory_section(run));
   if (run.lead()) {
     results.save(results_path);
     if (const std::string line = report::throughput_line(results.to_json()); !line.empty()) fmt::print("{}\n", line);
+    if (o.do_train) fmt::print("{}\n", train::memory_line(results.to_json().at("memory")));
     if (o.do_train && !o.no_save) save_model_folder(state.model, o.model_name_or_path, o.output_dir);
     fmt::print("results: {}\n", results_path.string());
   }

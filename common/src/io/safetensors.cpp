@@ -4,6 +4,11 @@
 
 #include <fmt/core.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -107,8 +112,91 @@ std::string serialize_safetensors(const TensorMap& tensors, const Metadata& meta
   return image;
 }
 
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : source_(path.string()) {
+  fd_ = ::open(source_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw Error(fmt::format("cannot open {}: {}", source_, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw Error(source_ + ": not a regular file");
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  try {
+    char prefix[kSafetensorsPrefixBytes] = {};
+    if (size >= kSafetensorsPrefixBytes) read_bytes(0, kSafetensorsPrefixBytes, prefix);
+    const uint64_t header_bytes =
+        safetensors_header_length(std::string_view(prefix, sizeof prefix), size, source_);
+    header_text_.resize(header_bytes);
+    read_bytes(kSafetensorsPrefixBytes, header_bytes, header_text_.data());
+    header_ = parse_safetensors_header_text(header_text_, size - kSafetensorsPrefixBytes - header_bytes, source_);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+  bytes_read_ = 0;  // the header is not data
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
+  for (const SafetensorsEntry& e : header_.entries) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+void SafetensorsFile::read_bytes(uint64_t offset, uint64_t count, void* into) const {
+  char* out = static_cast<char*>(into);
+  while (count > 0) {
+    const ssize_t n = ::pread(fd_, out, count, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      throw Error(fmt::format("{}: cannot read {} bytes at offset {}: {}", source_, count, offset,
+                              n == 0 ? "the file is shorter than its header says" : std::strerror(errno)));
+    }
+    out += n;
+    offset += static_cast<uint64_t>(n);
+    count -= static_cast<uint64_t>(n);
+    bytes_read_ += static_cast<uint64_t>(n);
+  }
+}
+
+torch::Tensor SafetensorsFile::read(const SafetensorsEntry& e) const {
+  torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(scalar_type_of(e.dtype)));
+  if (e.end > e.begin) read_bytes(header_.data_offset + e.begin, e.end - e.begin, t.data_ptr());
+  return t;
+}
+
+void SafetensorsFile::read_into(const SafetensorsEntry& e, int64_t begin, torch::Tensor into) const {
+  const int64_t count = into.numel();
+  int64_t numel = 1;
+  for (int64_t d : e.shape) numel *= d;
+  if (begin < 0 || count < 0 || begin + count > numel) {
+    throw Error(fmt::format("{}: elements [{}, {}) of {}, which has {}", source_, begin, begin + count, e.name, numel));
+  }
+  if (!into.is_contiguous() || !into.device().is_cpu()) {
+    throw Error("SafetensorsFile::read_into: the destination must be a contiguous CPU tensor (a bug of the kit)");
+  }
+  const torch::ScalarType stored = scalar_type_of(e.dtype);
+  const uint64_t offset = header_.data_offset + e.begin + static_cast<uint64_t>(begin) * e.dtype->element_bytes;
+  const uint64_t bytes = static_cast<uint64_t>(count) * e.dtype->element_bytes;
+  if (into.scalar_type() == stored) {
+    if (bytes > 0) read_bytes(offset, bytes, into.data_ptr());
+    return;
+  }
+  torch::Tensor staged = torch::empty({count}, torch::TensorOptions().dtype(stored));
+  if (bytes > 0) read_bytes(offset, bytes, staged.data_ptr());
+  into.view({count}).copy_(staged);
+}
+
 TensorMap load_safetensors(const std::filesystem::path& path, Metadata* metadata) {
-  return parse_safetensors(read_file(path), path.string(), metadata);
+  const SafetensorsFile file(path);
+  TensorMap tensors;
+  for (const SafetensorsEntry& e : file.entries()) tensors.emplace(e.name, file.read(e));
+  if (metadata != nullptr) *metadata = file.metadata();
+  return tensors;
 }
 
 void save_safetensors(const std::filesystem::path& path, const TensorMap& tensors,

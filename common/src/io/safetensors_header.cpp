@@ -160,13 +160,13 @@ class HeaderParser {
 
 }  // namespace
 
-SafetensorsHeader parse_safetensors_header(std::string_view image, const std::string& source) {
-  if (image.size() < kSafetensorsPrefixBytes)
+uint64_t safetensors_header_length(std::string_view prefix, uint64_t image_bytes, const std::string& source) {
+  if (image_bytes < kSafetensorsPrefixBytes || prefix.size() < kSafetensorsPrefixBytes)
     fail_header(source, fmt::format("truncated: {} bytes, shorter than the {}-byte length prefix",
-                                    image.size(), kSafetensorsPrefixBytes));
+                                    image_bytes, kSafetensorsPrefixBytes));
   uint64_t header_bytes = 0;
-  std::memcpy(&header_bytes, image.data(), kSafetensorsPrefixBytes);
-  const uint64_t remaining = image.size() - kSafetensorsPrefixBytes;
+  std::memcpy(&header_bytes, prefix.data(), kSafetensorsPrefixBytes);
+  const uint64_t remaining = image_bytes - kSafetensorsPrefixBytes;
   if (header_bytes > kMaxHeaderBytes)
     fail_header(source,
                 fmt::format("header length {} exceeds the limit of {} bytes (corrupt file?)",
@@ -174,10 +174,23 @@ SafetensorsHeader parse_safetensors_header(std::string_view image, const std::st
   if (header_bytes > remaining)
     fail_header(source, fmt::format("truncated: header length {} but only {} bytes follow",
                                     header_bytes, remaining));
-  const std::string_view header_text = image.substr(kSafetensorsPrefixBytes, header_bytes);
-  SafetensorsHeader out;
+  return header_bytes;
+}
+
+SafetensorsHeader parse_safetensors_header(std::string_view image, const std::string& source) {
+  const uint64_t header_bytes = safetensors_header_length(image, image.size(), source);
+  SafetensorsHeader out = parse_safetensors_header_text(
+      image.substr(kSafetensorsPrefixBytes, header_bytes),
+      image.size() - kSafetensorsPrefixBytes - header_bytes, source);
   out.data = image.substr(kSafetensorsPrefixBytes + header_bytes);
-  HeaderParser parser(source, out.data.size());
+  return out;
+}
+
+SafetensorsHeader parse_safetensors_header_text(std::string_view header_text, uint64_t data_bytes,
+                                                const std::string& source) {
+  SafetensorsHeader out;
+  out.data_offset = kSafetensorsPrefixBytes + header_text.size();
+  HeaderParser parser(source, data_bytes);
 
   // nlohmann keeps the last of duplicate keys silently; a duplicate tensor name would hide one.
   std::set<std::string> names;

@@ -45,13 +45,19 @@ tokenizer::Gpt2Tokenizer load_tokenizer(const LmOptions& o) {
 }
 
 model::Gpt2LMHeadModel load_model(const LmOptions& o, const tokenizer::Gpt2Tokenizer& tokenizer,
-                                  const LmTokenIds& ids, model::LoadReport* report) {
+                                  const LmTokenIds& ids, model::LoadReport* report, Weights weights) {
   const model::Gpt2Overrides overrides =
       o.dropout ? model::Gpt2Overrides::dropout(*o.dropout) : model::Gpt2Overrides{};
   torch::manual_seed(o.seed);
-  model::Gpt2LMHeadModel model = o.model_config.empty()
+  if (!o.model_config.empty()) {
+    model::Gpt2LMHeadModel model = from_preset(o, tokenizer, ids, overrides);
+    check_fits(model->config(), o, tokenizer);
+    return model;
+  }
+  model::Gpt2LMHeadModel model = weights == Weights::kWhole
                                      ? model::gpt2_from_pretrained(o.model_name_or_path, overrides, report)
-                                     : from_preset(o, tokenizer, ids, overrides);
+                                     : model::Gpt2LMHeadModel(model::gpt2_config_of(o.model_name_or_path, overrides));
+  if (weights == Weights::kLater && report) *report = model::Gpt2Checkpoint(o.model_name_or_path, model).report();
   check_fits(model->config(), o, tokenizer);
   return model;
 }

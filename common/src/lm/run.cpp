@@ -22,6 +22,7 @@
 #include "dtlab/lm/loss.h"
 #include "dtlab/lm/model.h"
 #include "dtlab/lm/zero_step.h"
+#include "dtlab/report/process_memory.h"
 #include "dtlab/report/tensor_bytes.h"
 #include "dtlab/pipeline/gpt2_layout.h"
 #include "dtlab/pipeline/stage_schedule.h"
@@ -92,13 +93,20 @@ LmData read_data(const LmOptions& o, const tokenizer::Gpt2Tokenizer& tokenizer, 
   return d;
 }
 
+// FSDP from a checkpoint: each rank reads its own pieces (lm/zero_step.h).
+bool fsdp_reads_pieces(const LmOptions& o, const LmExercise& ex) {
+  return ex.sharded && o.zero_stage == 3 && o.model_config.empty();
+}
+
 // The model on every rank and how its gradients travel. A data-parallel run starts every rank
 // from rank 0's weights (the kit's part: ranks that drew different ones would never agree).
 std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExercise& ex,
                                                  train::Run& run, const tokenizer::Gpt2Tokenizer& tokenizer,
                                                  const LmTokenIds& ids, LmTrainState& state,
                                                  model::LoadReport& report) {
-  state.model = load_model(o, tokenizer, ids, &report);
+  // Note [Reading only what a rank keeps]: an FSDP rank reads its pieces of the checkpoint itself
+  // (ShardedTrainer), never the whole.
+  state.model = load_model(o, tokenizer, ids, &report, fsdp_reads_pieces(o, ex) ? Weights::kLater : Weights::kWhole);
   state.module = state.model.ptr();
   state.module->to(run.device);  // the pipeline places its stages itself (pipeline::place_layers)
   // Data parallel: the loss of each rank is its share of the union's (Note [Data-parallel loss]).
@@ -107,7 +115,9 @@ std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExe
   // Stages as ranks and tensor parallelism: each rank keeps its part of rank 0's model.
   if ((ex.stage_ranks || ex.tensor_parallel) && run.group) dist::broadcast_module_state(*state.module, *run.group);
   if (ex.data_parallel) {
-    dist::broadcast_module_state(*state.module, *run.group);
+    // Sharded ranks drew or read alike and prove it for a few bytes (ShardedTrainer's
+    // check_same_start): a broadcast would hold a flat copy of the whole model on every rank.
+    if (!ex.sharded) dist::broadcast_module_state(*state.module, *run.group);
     sync = train::sync_after_backward(ex.data_parallel->average_gradients, *state.module, *run.group,
                                       "average_gradients");
   }
@@ -340,6 +350,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   const LmData d = read_data(o, tokenizer, ids);
   LmTrainState state;
   model::LoadReport load_report;
+  run.after_startup = report::read_process_memory();  // Note [Memory a rank holds]: the data read, no model yet
   const std::unique_ptr<train::GradientSync> sync = build_model(o, ex, run, tokenizer, ids, state, load_report);
 
   const LmDataset all(d.train);
@@ -376,7 +387,8 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   // Sharded (zero): the units, AdamW on this rank's pieces, the student's strategy (lm/zero_step.h).
   std::unique_ptr<ShardedTrainer> sharded;
   if (ex.sharded) {
-    sharded = std::make_unique<ShardedTrainer>(state.model, *run.group, o.zero_stage, ex.sharded->make_strategy);
+    sharded = std::make_unique<ShardedTrainer>(state.model, *run.group, o.zero_stage, ex.sharded->make_strategy,
+                                               fsdp_reads_pieces(o, ex) ? fs::path(o.model_name_or_path) : fs::path());
     state.optimizer = sharded->make_optimizer({o.learning_rate, o.weight_decay});
     state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, o.warmup_steps, plan.total_steps);
   }
@@ -398,6 +410,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     std::vector<Translation> translations;
     const train::EvalResult r = evaluate_translation(eval, run.group.get(), &translations);
     if (sharded) sharded->release_whole();
+    if (split) split->release_model();
     if (run.lead()) print_samples(translations, o.samples);
     return r;
   };
@@ -469,9 +482,12 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     results.set_section("sharding", sharded->summary(*state.optimizer, ex.sharded->describe(o.zero_stage)));
     if (!o.no_save) sharded->gather_whole();  // every rank takes part; rank 0 saves the whole model
   }
+  // Every rank's resident memory (a collective, after the summaries read the logs).
+  results.set_section("memory", train::memory_section(run));
   if (run.lead()) {
     results.save(results_path);
     print_throughput(results.to_json(), o.micro_batches);
+    fmt::print("{}\n", train::memory_line(results.to_json().at("memory")));
     if (!o.no_save) save_model_folder(state.model, tokenizer_folder(o), o.output_dir);
     fmt::print("results: {}\n", results_path.string());
   }
@@ -479,6 +495,9 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
 }
 
 int lm_main(int argc, char** argv, const LmExercise& exercise) {
+  // Note [Keeping freed memory]: not where the lesson is the memory a rank frees (zero's units,
+  // tp's slices), whose resident set must show what it gives back.
+  const bool keep_memory = !exercise.sharded && !exercise.tensor_parallel;
   return run_main(exercise.name.c_str(), [&]() -> int {
     LmOptions options;
     CLI::App app{"dtlab " + exercise.name + ": train GPT-2 to translate German->English as a "
@@ -502,7 +521,7 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
     if (exercise.pipeline && !options.probe.empty()) return exercise.pipeline->probe(options);
     if (exercise.stage_ranks && !options.probe.empty()) return exercise.stage_ranks->probe(options);
     return run_lm(options, exercise);
-  });
+  }, keep_memory);
 }
 
 }  // namespace dtlab::lm

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <memory>
 
+#include <fmt/format.h>
+#include <torch/utils.h>
+
 #include "dtlab/core/error.h"
 #include "dtlab/report/tensor_bytes.h"
 #include "dtlab/shard/shard_optimizer.h"
@@ -18,6 +21,42 @@ int64_t held_parameter_bytes(const std::vector<shard::ShardUnit>& units) {
     if (unit.flat->values_allocated()) bytes += unit.flat->layout().padded_numel() * static_cast<int64_t>(sizeof(float));
   }
   return bytes;
+}
+
+// The sum of |values| in float64, a million elements at a time: a float64 copy of a whole unit
+// would hold three times the unit while the ranks load (Note [Memory a rank holds]).
+double abs_sum(const torch::Tensor& values) {
+  constexpr int64_t kChunk = 1 << 20;
+  const torch::Tensor flat = values.reshape({-1});
+  double total = 0;
+  for (int64_t at = 0; at < flat.numel(); at += kChunk) {
+    total += flat.narrow(0, at, std::min(kChunk, flat.numel() - at)).to(torch::kFloat64).abs().sum().item<double>();
+  }
+  return total;
+}
+
+// Note [Reading only what a rank keeps]: ranks that drew the same random weights (the same
+// seed) or read the same checkpoint whole start alike; one all-gather of each unit's sum of
+// absolute values (float64) proves it, where a broadcast of the model would move 4P bytes and
+// hold a flat copy of it on every rank. A rank that differs is named.
+void check_same_start(const std::vector<shard::ShardUnit>& units, dist::Group& group) {
+  if (group.size() == 1) return;
+  torch::NoGradGuard no_grad;
+  torch::Tensor sums = torch::zeros({static_cast<int64_t>(units.size())}, torch::kFloat64);
+  for (size_t u = 0; u < units.size(); ++u) {
+    sums[static_cast<int64_t>(u)] = abs_sum(units[u].flat->values());
+  }
+  const std::vector<torch::Tensor> all = group.all_gather(sums.to(group.device()), "start checksums");
+  const torch::Tensor first = all.at(0).cpu();
+  for (size_t r = 1; r < all.size(); ++r) {
+    const torch::Tensor theirs = all[r].cpu();
+    if (torch::equal(theirs, first)) continue;
+    const int64_t u = torch::ne(theirs, first).nonzero().flatten()[0].item<int64_t>();
+    throw Error(fmt::format("rank {} starts from other weights than rank 0: unit {} sums to {:.17g} there and {:.17g} "
+                            "on rank 0 (every rank draws the model with --seed and reads the same checkpoint: are "
+                            "the ranks' flags or model folders different?)",
+                            r, units[static_cast<size_t>(u)].name, theirs[u].item<double>(), first[u].item<double>()));
+  }
 }
 
 }  // namespace
@@ -46,12 +85,27 @@ std::vector<std::vector<size_t>> gpt2_stage_units(const model::Gpt2LMHeadModel& 
 }
 
 ShardedTrainer::ShardedTrainer(model::Gpt2LMHeadModel model, dist::Group& group, int stage,
-                               const MakeShardStrategy& make)
+                               const MakeShardStrategy& make, const std::filesystem::path& pieces_from)
     : model_(std::move(model)), group_(group), stage_(stage) {
   if (stage < 1 || stage > 3) throw Error("--zero_stage " + std::to_string(stage) + ": the stages are 1, 2 and 3");
+  if (!pieces_from.empty() && stage != 3) throw Error("ShardedTrainer: only stage 3 reads its pieces (a bug of the kit)");
   units_ = shard::make_units(*model_, group.size(), group.rank(), gpt2_unit_of);
   context_ = {&units_, &group, gpt2_stage_units(model_, units_)};
-  if (stage == 3) shard::keep_only_pieces(units_, group.rank());  // FSDP: at rest, pieces only
+  check_same_start(units_, group);
+  if (stage == 3) {
+    shard::keep_only_pieces(units_, group.rank());  // FSDP: at rest, pieces only
+    if (!pieces_from.empty()) {
+      const model::Gpt2Checkpoint checkpoint(pieces_from, model_);
+      std::vector<shard::PieceSource> sources;
+      for (const model::Gpt2Checkpoint::Fill& fill : checkpoint.fills()) {
+        sources.push_back({fill.parameter, [&checkpoint, &fill](int64_t begin, torch::Tensor into) {
+                             checkpoint.read(fill, begin, std::move(into));
+                           }});
+      }
+      pieces_read_bytes_ = static_cast<int64_t>(sizeof(float)) * shard::fill_pieces(units_, group.rank(), sources);
+      checkpoint_bytes_read_ = static_cast<int64_t>(checkpoint.bytes_read());
+    }
+  }
   meter_ = std::make_unique<shard::UnitGradientHooks>(units_, nullptr);
   strategy_ = make(stage, context_);
   if (stage == 3) {
@@ -159,7 +213,7 @@ nlohmann::json ShardedTrainer::summary(const torch::optim::Optimizer& optimizer,
   if (stage_ != 3) {
     torch::NoGradGuard no_grad;
     torch::Tensor sum = torch::zeros({1}, torch::kFloat64);
-    for (shard::ShardUnit& unit : units_) sum += unit.flat->values().to(torch::kFloat64).abs().sum();
+    for (shard::ShardUnit& unit : units_) sum += abs_sum(unit.flat->values());
     checksums = nlohmann::json::array();
     for (const torch::Tensor& t : group_.all_gather(sum, "replica checksums")) checksums.push_back(t.item<double>());
   }
@@ -186,7 +240,13 @@ nlohmann::json ShardedTrainer::summary(const torch::optim::Optimizer& optimizer,
           {"shard_elements", elements},
           {"optimizer_state_bytes", shard::optimizer_state_bytes(optimizer)},
           {"peak_gradient_bytes", meter_->peak_gradient_bytes()},
-          {"peak_parameter_bytes", stage_ == 3 ? peak_parameter_bytes_ : whole_bytes}};
+          {"peak_parameter_bytes", stage_ == 3 ? peak_parameter_bytes_ : whole_bytes},
+          // FSDP: the most gathered at the backward's gradient hooks (the meter's samples).
+          {"peak_backward_parameter_bytes", stage_ == 3 ? meter_->peak_parameter_bytes() : whole_bytes},
+          // Note [Reading only what a rank keeps]: what this rank read of the checkpoint (stage 3
+          // with a checkpoint: its pieces; 0 otherwise, the model read whole before sharding).
+          {"pieces_read_bytes", pieces_read_bytes_},
+          {"checkpoint_bytes_read", checkpoint_bytes_read_}};
 }
 
 }  // namespace dtlab::lm

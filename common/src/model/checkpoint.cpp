@@ -23,11 +23,10 @@ std::string conversion_hint(const fs::path& dir) {
          out + "', metadata={'format': 'pt'})\"";
 }
 
-}  // namespace
-
-io::TensorMap load_checkpoint_tensors(const fs::path& dir, const std::string& what_to_try) {
+// The safetensors files of DIR, or the error that says what DIR holds instead.
+std::vector<fs::path> checkpoint_files(const fs::path& dir, const std::string& what_to_try) {
   const fs::path single = dir / "model.safetensors";
-  if (fs::exists(single)) return io::load_safetensors(single);
+  if (fs::exists(single)) return {single};
   const fs::path index = dir / "model.safetensors.index.json";
   if (fs::exists(index)) {
     // Sharded checkpoint: {"weight_map": {tensor name: shard file name}}.
@@ -40,17 +39,50 @@ io::TensorMap load_checkpoint_tensors(const fs::path& dir, const std::string& wh
       if (!file.is_string()) throw Error(index.string() + ": shard of " + name + " is not a file name");
       shards.insert(file.get<std::string>());
     }
-    io::TensorMap all;
-    for (const std::string& shard : shards) {
-      for (auto& [name, tensor] : io::load_safetensors(dir / shard)) all[name] = tensor;
-    }
-    return all;
+    std::vector<fs::path> files;
+    for (const std::string& shard : shards) files.push_back(dir / shard);
+    return files;
   }
   if (fs::exists(dir / "pytorch_model.bin")) {
     throw Error(dir.string() + " has pytorch_model.bin but no model.safetensors. " +
                 conversion_hint(dir));
   }
   throw Error(dir.string() + " has no model.safetensors: " + what_to_try);
+}
+
+}  // namespace
+
+io::TensorMap load_checkpoint_tensors(const fs::path& dir, const std::string& what_to_try) {
+  io::TensorMap all;
+  for (const fs::path& file : checkpoint_files(dir, what_to_try)) {
+    for (auto& [name, tensor] : io::load_safetensors(file)) all[name] = tensor;
+  }
+  return all;
+}
+
+CheckpointFiles::CheckpointFiles(const fs::path& dir, const std::string& what_to_try) {
+  for (const fs::path& path : checkpoint_files(dir, what_to_try)) {
+    files_.push_back(std::make_unique<io::SafetensorsFile>(path));
+    const io::SafetensorsFile& file = *files_.back();
+    for (const io::SafetensorsEntry& e : file.entries()) {
+      auto [at, added] = tensors_.emplace(e.name, Located{&file, &e});
+      if (!added) {
+        throw Error(dir.string() + ": " + e.name + " is in both " + at->second.file->source() + " and " +
+                    file.source() + ": a sharded checkpoint names each tensor once");
+      }
+    }
+  }
+}
+
+const CheckpointFiles::Located* CheckpointFiles::find(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+uint64_t CheckpointFiles::bytes_read() const {
+  uint64_t total = 0;
+  for (const auto& f : files_) total += f->bytes_read();
+  return total;
 }
 
 std::string shape_string(at::IntArrayRef sizes) {

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "dtlab/core/error.h"
+#include "dtlab/core/storage.h"
 #include "dtlab/train/optimizer.h"
 
 namespace dtlab::shard {
@@ -107,22 +108,14 @@ void FlatParameters::flatten_gradients() {
   }
 }
 
-void FlatParameters::free_values() {
-  c10::StorageImpl* storage = values_.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(at::DataPtr(nullptr, values_.device()));
-  storage->set_nbytes(0);
-}
+void FlatParameters::free_values() { release_storage(values_); }
 
 void FlatParameters::allocate_values() {
-  if (values_allocated()) return;
-  const size_t bytes = static_cast<size_t>(layout_.padded_numel()) * sizeof(float);
-  c10::StorageImpl* storage = values_.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
-  storage->set_nbytes(bytes);
+  restore_storage(values_, static_cast<size_t>(layout_.padded_numel()) * sizeof(float));
 }
 
 bool FlatParameters::values_allocated() const {
-  return values_.storage().nbytes() >= static_cast<size_t>(layout_.padded_numel()) * sizeof(float);
+  return holds_storage(values_, static_cast<size_t>(layout_.padded_numel()) * sizeof(float));
 }
 
 int64_t FlatParameters::bytes() const {

@@ -180,4 +180,19 @@ RankMemory rank_memory(const ModelUnits& model, Stage stage, int world, int rank
   return m;
 }
 
+int64_t load_peak_bytes(const ModelUnits& model, int world) {
+  // Elements held: the units' buffers made so far, the tensors not yet moved, the gradient pieces
+  // of the units made so far (make_units), then FSDP's copy of one piece before its unit is freed.
+  int64_t moved = 0, remaining = model.parameters(), pieces = 0, peak = 0, largest_piece = 0;
+  for (int64_t n : model.numel) {
+    const ShardLayout layout = shard_layout(n, world);
+    peak = std::max(peak, moved + remaining + pieces + layout.padded_numel());
+    moved += layout.padded_numel();
+    remaining -= n;
+    pieces += layout.shard_numel();
+    largest_piece = std::max(largest_piece, layout.shard_numel());
+  }
+  return kFloatBytes * std::max(peak, moved + pieces + largest_piece);
+}
+
 }  // namespace dtlab::shard

@@ -65,6 +65,11 @@ void UnitGradientHooks::sample() {
     if (flat.defined()) bytes += flat.numel() * static_cast<int64_t>(flat.element_size());
   }
   peak_bytes_ = std::max(peak_bytes_, bytes);
+  int64_t parameters = 0;
+  for (const ShardUnit& unit : units_) {
+    if (unit.flat->values_allocated()) parameters += unit.flat->layout().padded_numel() * static_cast<int64_t>(sizeof(float));
+  }
+  peak_parameter_bytes_ = std::max(peak_parameter_bytes_, parameters);
 }
 
 void UnitGradientHooks::accumulated(size_t unit) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/dist/netdev.h"
+#include "dtlab/report/process_memory.h"
 #include "dtlab/report/profile.h"
 #include "dtlab/report/timing.h"
 
@@ -205,6 +207,11 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
                 const StepFunction& step, const AfterEpoch& after_epoch, report::Results& results,
                 const std::filesystem::path& results_path) {
   if (plan.evaluate && !after_epoch) throw Error("train_loop: plan.evaluate is set but no after_epoch was given");
+  // Note [Memory a rank holds]: what loading freed goes back to the kernel, the load's peak is
+  // kept, and the kernel's peak starts again from what the first step holds.
+  report::give_back_free_heap();
+  run.load_peak_rss_bytes = report::read_process_memory().peak_rss_bytes;
+  run.peak_reset &= report::reset_peak_rss();
   int64_t steps = 0;
   report::Stopwatch since_start, since_progress;
   // The bytes this rank's interface moves per step, where they are this rank's alone: not on one
@@ -290,7 +297,10 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
     report::EpochRecord record;
     record.epoch = epoch;
     record.train_loss = records.empty() ? 0.0 : loss_sum / double(records.size());
+    // The steps' peak, not the evaluation's (FSDP evaluates the whole model, gathered).
+    run.steps_peak_rss_bytes = std::max(run.steps_peak_rss_bytes, report::read_process_memory().peak_rss_bytes);
     if (plan.evaluate) record_evaluation(record, after_epoch(state, epoch));
+    run.peak_reset &= report::reset_peak_rss();
     record.seconds = epoch_time.seconds();
     results.add(record);
     if (run.lead()) {
@@ -298,6 +308,7 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
       results.save(results_path);
     }
   }
+  run.steps_peak_rss_bytes = std::max(run.steps_peak_rss_bytes, report::read_process_memory().peak_rss_bytes);
   const std::string unfinished_profile = profiler.close();
   if (!unfinished_profile.empty()) fmt::print("{}\n", unfinished_profile);
 }

@@ -20,7 +20,11 @@ namespace dtlab {
 // PyTorch. keep_freed_memory() raises both thresholds to 1 GiB, so blocks below that come from
 // the heap and stay with the process: it keeps its peak heap, as PyTorch's caching allocators do.
 // Numbers do not change, only where their memory comes from. run_main calls it first unless told
-// not to (a benchmark's --plain, model/ops.h).
+// not to: a benchmark's --plain (model/ops.h), and zero and tp, whose lesson is the memory a rank
+// frees (a unit after its stage, the whole model after its slices are cut): there the kernel's
+// resident set must fall when they free, as `ps` shows a student (Note [Memory a rank holds] in
+// report/process_memory.h). Every run gives the heap's free memory back once, before its first
+// step, so that what loading freed never counts as held.
 void keep_freed_memory();
 
 // Runs body() and maps what it throws to one line on stderr and an ExitCode:

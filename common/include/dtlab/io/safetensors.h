@@ -16,6 +16,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dtlab/io/safetensors_header.h"
 
@@ -35,7 +36,42 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& source,
 // image: tensors sorted by name, header padded with spaces to a multiple of 8 bytes.
 std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {});
 
-// File versions of the two above. save_safetensors writes atomically (io/file.h).
+// Note [Reading only what a rank keeps]: a safetensors file opened for reads of its parts. The
+// header is read and checked (Note [Safetensors rules], against the file's size) when it is
+// opened; a tensor, or a run of its elements, is read from its offsets when asked, straight into
+// the tensor that keeps it (pread: nothing of the file stays in the process, not even the page
+// cache's pages, which a mapping would count in the resident set). A sharded rank reads its
+// pieces and nothing else; a whole load holds one tensor beyond the model, not the file.
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::filesystem::path& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& source() const { return source_; }
+  const std::vector<SafetensorsEntry>& entries() const { return header_.entries; }
+  const Metadata& metadata() const { return header_.metadata; }
+  const SafetensorsEntry* find(const std::string& name) const;  // null when absent
+  // The whole tensor, of its stored dtype.
+  torch::Tensor read(const SafetensorsEntry& entry) const;
+  // Elements [begin, begin + into.numel()) of the tensor, flattened row-major, into `into` (a
+  // contiguous CPU tensor of any floating dtype: converted when it differs from the stored one).
+  void read_into(const SafetensorsEntry& entry, int64_t begin, torch::Tensor into) const;
+  // Bytes read from the file's data so far (what the tests and the memory figures hold it to).
+  uint64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  void read_bytes(uint64_t offset, uint64_t count, void* into) const;
+  std::string source_;
+  int fd_ = -1;
+  SafetensorsHeader header_;
+  std::string header_text_;  // the header's JSON, which header_'s views do not point into
+  mutable uint64_t bytes_read_ = 0;
+};
+
+// File versions of the two above. save_safetensors writes atomically (io/file.h); load_safetensors
+// reads tensor by tensor (SafetensorsFile), never the whole image at once.
 TensorMap load_safetensors(const std::filesystem::path& path, Metadata* metadata = nullptr);
 void save_safetensors(const std::filesystem::path& path, const TensorMap& tensors,
                       const Metadata& metadata = {});

@@ -37,7 +37,9 @@ struct SafetensorsEntry {
 struct SafetensorsHeader {
   std::vector<SafetensorsEntry> entries;  // ordered by begin
   Metadata metadata;                      // __metadata__, empty when absent
-  std::string_view data;                  // the data buffer, a view into the image
+  std::string_view data;                  // the data buffer, a view into the image (empty when
+                                          // only the header was read: parse_safetensors_header_text)
+  uint64_t data_offset = 0;               // where the data buffer starts in the file
 };
 
 // Note [Safetensors rules]: what the format (and the reference implementation) requires, all
@@ -53,5 +55,13 @@ struct SafetensorsHeader {
 //     no tail.
 // Anything else is a dtlab::Error "SOURCE: invalid safetensors file: ..." on one line.
 SafetensorsHeader parse_safetensors_header(std::string_view image, const std::string& source);
+
+// The same rules for a file read in parts (io::SafetensorsFile): the header's length from the
+// file's first 8 bytes (prefix) and its size, checked as above; then the header's JSON text alone,
+// against a data buffer of data_bytes. The entries' offsets are then checked against the file
+// without reading its data.
+uint64_t safetensors_header_length(std::string_view prefix, uint64_t image_bytes, const std::string& source);
+SafetensorsHeader parse_safetensors_header_text(std::string_view header_text, uint64_t data_bytes,
+                                                const std::string& source);
 
 }  // namespace dtlab::io

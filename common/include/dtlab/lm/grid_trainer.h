@@ -39,6 +39,8 @@ class GridTrainer {
   // The whole model into the run's GPT-2, on every rank (before evaluation and saving). A
   // collective: every rank calls it at the same point.
   virtual void gather_model() = 0;
+  // Gives back what gather_model made, where the trainer keeps no whole model between them.
+  virtual void release_model() {}
   // results.json's section of the run (a collective).
   virtual nlohmann::json summary() = 0;
   // The banner's line: the grid and what each rank holds.

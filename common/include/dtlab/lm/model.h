@@ -20,8 +20,12 @@ tokenizer::Gpt2Tokenizer load_tokenizer(const LmOptions& o);
 // shape with the tokenizer's vocabulary size, <eos_en> as eos and <pad> as pad, weights drawn
 // after torch::manual_seed(o.seed). --dropout applies to both. dtlab::Error when the tokenizer
 // has ids the model has no embedding for, or a --max_length row is longer than n_positions.
+// Weights: whether --model_name_or_path's weights are read into the model now (kWhole), or left
+// for a sharded rank to read its pieces of (kLater: the model drawn from config.json as a preset
+// is, the report filled from the files' headers; Note [Reading only what a rank keeps]).
+enum class Weights { kWhole, kLater };
 model::Gpt2LMHeadModel load_model(const LmOptions& o, const tokenizer::Gpt2Tokenizer& tokenizer,
-                                  const LmTokenIds& ids, model::LoadReport* report);
+                                  const LmTokenIds& ids, model::LoadReport* report, Weights weights = Weights::kWhole);
 
 // save_pretrained into dir, with the tokenizer files of tokenizer_dir copied beside it
 // (vocab.json, merges.txt and those of tokenizer_config.json, special_tokens_map.json,

@@ -9,6 +9,7 @@
 #include <torch/optim/adamw.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -38,8 +39,13 @@ using MakeShardStrategy = std::function<std::unique_ptr<shard::ShardStrategy>(in
 
 class ShardedTrainer {
  public:
-  // After every rank holds the same weights (broadcast). Stage 3 keeps only this rank's pieces.
-  ShardedTrainer(model::Gpt2LMHeadModel model, dist::Group& group, int stage, const MakeShardStrategy& make);
+  // Note [Reading only what a rank keeps]: every rank built the model alike (the same seed, the
+  // same checkpoint read whole), and a few bytes prove it (check_same_start, instead of a
+  // broadcast of the model). Stage 3 keeps only this rank's pieces; with `pieces_from` (the model
+  // was built with lm::Weights::kLater) it then reads its pieces, and nothing else, from the
+  // checkpoint's files.
+  ShardedTrainer(model::Gpt2LMHeadModel model, dist::Group& group, int stage, const MakeShardStrategy& make,
+                 const std::filesystem::path& pieces_from = {});
   ~ShardedTrainer();
   ShardedTrainer(const ShardedTrainer&) = delete;
   ShardedTrainer& operator=(const ShardedTrainer&) = delete;
@@ -77,6 +83,7 @@ class ShardedTrainer {
   int64_t peak_parameter_bytes_ = 0;
   int64_t steps_ = 0;
   int64_t peak_tensor_bytes_ = 0, resident_tensor_bytes_ = 0;  // Note [Counting allocator]
+  int64_t pieces_read_bytes_ = 0, checkpoint_bytes_read_ = 0;  // Note [Reading only what a rank keeps]
 
 };
 

@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "dtlab/model/checkpoint.h"
+
 #include "dtlab/model/dropout.h"
 #include "dtlab/model/gpt2_config.h"
 #include "dtlab/model/load_report.h"
@@ -204,6 +206,36 @@ torch::Tensor generate_greedy(Gpt2LMHeadModel& model, const torch::Tensor& promp
 // unprefixed checkpoint that also holds lm_head.weight, which transformers refuses as corrupted.
 Gpt2LMHeadModel gpt2_from_pretrained(const std::filesystem::path& dir, const Gpt2Overrides& overrides = {},
                                      LoadReport* report = nullptr);
+
+// DIR/config.json with the overrides applied: what gpt2_from_pretrained builds.
+Gpt2Config gpt2_config_of(const std::filesystem::path& dir, const Gpt2Overrides& overrides = {});
+
+// A checkpoint folder matched to a model built from its config.json, by the rules above, with
+// only the files' headers read: each parameter the checkpoint fills, from which tensor, in
+// transformers' order (a tied lm_head.weight last, filling wte's parameter), every shape checked.
+// Note [Reading only what a rank keeps] (io/safetensors.h): a caller reads what it keeps, whole
+// (load_into) or a run of elements of a parameter (read: a sharded rank's pieces).
+class Gpt2Checkpoint {
+ public:
+  Gpt2Checkpoint(const std::filesystem::path& dir, const Gpt2LMHeadModel& model);
+  struct Fill {
+    std::string parameter;  // the model's name of the parameter it fills
+    std::string key;        // the checkpoint's name
+    const CheckpointFiles::Located* source = nullptr;
+  };
+  const std::vector<Fill>& fills() const { return fills_; }
+  const LoadReport& report() const { return report_; }
+  // Elements [begin, begin + into.numel()) of the fill's tensor, flattened, into `into`.
+  void read(const Fill& fill, int64_t begin, torch::Tensor into) const;
+  // Every fill, whole, into the model's parameters (one tensor read at a time).
+  void load_into(Gpt2LMHeadModel& model) const;
+  uint64_t bytes_read() const { return files_.bytes_read(); }
+
+ private:
+  CheckpointFiles files_;
+  std::vector<Fill> fills_;
+  LoadReport report_;
+};
 
 // Writes DIR/config.json and DIR/model.safetensors (F32, recent transformers' key names, no
 // lm_head.weight when tied), each atomically. Creates DIR if needed.

@@ -91,4 +91,15 @@ struct RankMemory {
 // names a unit the model lacks is a dtlab::Error.
 RankMemory rank_memory(const ModelUnits& model, Stage stage, int world, int rank = 0);
 
+// Note [Reading only what a rank keeps]: the most a sharded rank holds while it loads, before its
+// first step (FSDP's; ZeRO-1 and 2 hold one piece less, under 1%): the model drawn at full size (4P:
+// every rank draws alike, which spares a broadcast and its flat copy of the whole model), then cut
+// into units (make_units), each unit's padded flat buffer made while its parameters' own tensors
+// still exist, beside the gradient pieces of the units made before it; FSDP then copies each piece
+// before freeing its unit, and reads those of a checkpoint. A whole checkpoint read (ZeRO-1 and 2)
+// adds one tensor at a time, smaller than the largest unit's buffer, which is past by then.
+// Measured (docs/MEASUREMENTS.md, "Memory a rank holds"): the resident set's load peak above
+// start-up within 6% of this (GPT-2 of 6 x 1024 at 1, 2 and 4 ranks).
+int64_t load_peak_bytes(const ModelUnits& model, int world);
+
 }  // namespace dtlab::shard

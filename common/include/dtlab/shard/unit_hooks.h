@@ -40,6 +40,10 @@ class UnitGradientHooks {
   // before they are reduced, and any flat gradient left over at the next hook; the step samples it
   // once more after after_backward (ZeRO-1 flattens there).
   int64_t peak_gradient_bytes() const { return peak_bytes_; }
+  // The most whole units' parameter bytes (FlatParameters with their values) seen at the same
+  // samples: what an FSDP rank holds gathered while backward runs, which the forward's stage hooks
+  // cannot see (a strategy that gathers every unit before backward holds the whole model there).
+  int64_t peak_parameter_bytes() const { return peak_parameter_bytes_; }
   void sample();
 
  private:
@@ -52,6 +56,7 @@ class UnitGradientHooks {
   std::vector<uintptr_t> hook_keys_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   int64_t peak_bytes_ = 0;
+  int64_t peak_parameter_bytes_ = 0;
 };
 
 }  // namespace dtlab::shard

@@ -40,6 +40,16 @@ std::vector<ShardUnit> make_units(torch::nn::Module& module, int world, int rank
 // gives back the memory of the whole (FlatParameters::free_values). Before the optimiser is made.
 void keep_only_pieces(std::vector<ShardUnit>& units, int rank);
 
-
+// Note [Reading only what a rank keeps]: fills this rank's pieces (shard_values) from a source of
+// parameter values, reading only the elements each piece holds: read(i, begin, into) puts elements
+// [begin, begin + into.numel()) of source parameter i (flattened) into `into`. sources name the
+// module's parameters (as make_units saw them), in the order they are to be written (a later one
+// wins where two fill the same parameter); a name that no unit holds is an error. Returns the
+// elements read.
+struct PieceSource {
+  std::string parameter;
+  std::function<void(int64_t begin, torch::Tensor into)> read;
+};
+int64_t fill_pieces(std::vector<ShardUnit>& units, int rank, const std::vector<PieceSource>& sources);
 
 }  // namespace dtlab::shard

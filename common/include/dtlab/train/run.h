@@ -11,6 +11,7 @@
 
 #include "dtlab/dist/group.h"
 #include "dtlab/dist/settings.h"
+#include "dtlab/report/process_memory.h"
 
 namespace dtlab::train {
 
@@ -22,6 +23,13 @@ struct Run {
   // Where the model, its batches and its gradients live: the group's device (the CPU with Gloo,
   // cuda:<local rank> with NCCL; Note [Devices] in core/device.h); the CPU on one process.
   torch::Device device = torch::kCPU;
+  // Note [Memory a rank holds] (report/process_memory.h): the resident set after start-up
+  // (start_run), the load's peak (train_loop, at the first step) and the training steps' peak
+  // (train_loop: evaluations left out).
+  report::ProcessMemory after_startup;
+  int64_t load_peak_rss_bytes = -1;
+  int64_t steps_peak_rss_bytes = -1;
+  bool peak_reset = true;  // false: the kernel refused a reset, and the steps' peak includes loading
 
   int rank() const { return group ? group->rank() : 0; }
   int world() const { return group ? group->size() : 1; }
@@ -42,5 +50,13 @@ Run plan_run(std::string name, const dist::LaunchFlags* launch);
 // each rank of this host).
 using SetupFunction = std::function<std::unique_ptr<dist::Group>(const dist::Settings&)>;
 void start_run(Run& run, const SetupFunction& setup, int threads);
+
+// results.json's "memory": each rank's resident set after start-up, its load's peak and its
+// training steps' peak (Note [Memory a rank holds]), gathered from every rank (a collective: every
+// rank calls it, after training), with the kit's tensor meter beside them where it is installed.
+nlohmann::json memory_section(Run& run);
+// "memory: rank 0 held at most 412.3 MiB while training (start-up 301.2 MiB, so +111.1 MiB; the
+// load peaked at 520.0 MiB); ranks 1-3 at most ..." from that section.
+std::string memory_line(const nlohmann::json& memory);
 
 }  // namespace dtlab::train
