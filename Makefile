@@ -311,23 +311,24 @@ $(EXERCISES:%=check-%): configure
 report:
 	$(GRADER) report --results $(GRADE)
 
-release: build
-	@test -n "$(OUT_KIT)" || { echo "make release OUT_KIT=DIR: name the new folder"; exit 2; }
-	$(GRADER) release --out $(OUT_KIT)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-# The benchmarks and the skeletons' generator need solutions/: in a student release they say so
-# in one line instead of ninja's "unknown target".
-INSTRUCTOR_TARGETS := skeletons bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp \
+# The benchmarks, the skeletons' generator and the release writer need solutions/: in a student
+# release they say so in one line instead of ninja's "unknown target".
+INSTRUCTOR_TARGETS := skeletons release bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp \
   bench-task1-eager bench-gpt2-eager
 ifeq ($(HAVE_SOLUTIONS),)
 $(INSTRUCTOR_TARGETS):
-	$(error make $@: the benchmarks and the skeletons' generator run the reference solutions, which the student kit does not have)
+	$(error make $@: the benchmarks, the skeletons' generator and the release writer work from the reference solutions, which the student kit does not have)
 else
 skeletons: build
 	$(GRADER) skeletons
+
+release: build
+	@test -n "$(OUT_KIT)" || { echo "make release OUT_KIT=DIR: name the new folder"; exit 2; }
+	$(GRADER) release --out $(OUT_KIT)
 
 bench: configure
 	cmake --build $(BUILD) --target bench

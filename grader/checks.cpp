@@ -178,7 +178,14 @@ std::optional<StepOneDumps> gpt2_step_one_dumps(Runner& runner, const Run& run, 
   return StepOneDumps{load_dumps(run.dump_dir, world), load_dumps(ref->dump_dir, 1).at(0)};
 }
 
-std::string scale_hint(double factor, int world, const std::string& reference) {
+// Note [A hint the evidence singles out]: a check names a cause only where what it measured
+// points at that cause and not at others; otherwise it says what it saw. A gradient 1/N of the
+// reference's could be divided twice, or a ring that leaves each rank a wrong piece: the two
+// differ in whether every element is scaled alike.
+std::string scale_hint(const io::TensorMap& got, const io::TensorMap& want, int world, const std::string& reference) {
+  constexpr double kUniform = 0.01;
+  const double factor = projection_factor(got, want, "grad.");
+  if (factor == 0 || scaled_residual(got, want, "grad.", factor) > kUniform) return "";
   if (std::abs(factor - world) < 0.05 * world) {
     return fmt::format("They are {:.2f} times {}: the sum over {} ranks was not divided by the world size.", factor,
                        reference, world);

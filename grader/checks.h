@@ -114,9 +114,12 @@ std::string first_items(const std::vector<int64_t>& values, size_t n = 5);
 // moment shows; `steps` steps; no evaluation.
 std::vector<std::string> lm_equivalence_flags(int steps);
 
-// When the ranks' gradient is `factor` times the reference's (compare.h's projection_factor):
-// the usual cause if factor is the world size or its inverse, else "".
-std::string scale_hint(double factor, int world, const std::string& reference);
+// When the ranks' gradient `got` is the reference's `want` times the world size or its inverse,
+// uniformly (every element, compare.h's scaled_residual under 1%), the usual cause; else "": a
+// gradient that differs in other ways (pieces in the wrong places, some parameters not averaged)
+// is not told it was scaled because its projection happens to come out near 1/N (Note [A hint
+// the evidence singles out]).
+std::string scale_hint(const io::TensorMap& got, const io::TensorMap& want, int world, const std::string& reference);
 
 // Tolerances, stated once: the grader's messages and the handouts quote them.
 constexpr double kLossTolerance = 1e-5;      // per-iteration loss vs single-process training

@@ -203,7 +203,7 @@ Verdict gradients(Runner& runner, const std::string& e) {
                                          "of the global batch (max |diff| {:.2g}, relative {:.2g})", what,
                                          against_full.max_abs, against_full.relative())};
   }
-  std::string hint = scale_hint(projection_factor(dumps[0], full, "grad."), kWorld, "the global batch's gradient");
+  std::string hint = scale_hint(dumps[0], full, kWorld, "the global batch's gradient");
   if (hint.empty()) {
     hint = "The ranks agree, on another gradient than the average of theirs: is each gradient averaged once, "
            "after backward and before the step?";

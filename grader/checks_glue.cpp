@@ -223,7 +223,7 @@ Verdict gradients(Runner& runner, const std::string& exercise) {
                                          "gradient of one process (max |diff| {:.2g}, relative {:.2g})",
                                          exercise, d.max_abs, d.relative())};
   }
-  std::string hint = scale_hint(projection_factor(dumps[0], full, "grad."), kWorld, "the full-batch gradient");
+  std::string hint = scale_hint(dumps[0], full, kWorld, "the full-batch gradient");
   if (hint.empty()) {
     hint = "Are they averaged over all ranks, and only after synchronisation clipped (clipping is the kit's, "
            "after sync_gradients)?";

@@ -68,6 +68,23 @@ const nlohmann::json* losses_run_sharding(Runner& runner, const std::string& e, 
   return sharding(run, what(e, stage, kWorld), failure);
 }
 
+// Note [A hint the evidence singles out]: a rank that sent less than its rings would have is told
+// why only when its log says why: a gradient put through c10d's all_reduce (more than a few kB a
+// step of it, where the kit's own all-reduces carry norms and losses) is DDP's collective, not the
+// exercise's ring. Otherwise the sentence says what less or more usually means.
+std::string traffic_cause(const nlohmann::json& s, double sent, double predicted) {
+  constexpr double kKitsOwnAllReduces = 4096;  // bytes a step: the gradient norm's, the loss's
+  const double all_reduced = s.value("all_reduced_bytes_per_step", 0.0);
+  if (sent < predicted && all_reduced > kKitsOwnAllReduces) {
+    return fmt::format("rank 0 put {:.0f} bytes a step through c10d's all_reduce: that is DDP's collective, which "
+                       "the exercise replaces by your rings over send/recv (a reduce-scatter of each gradient, then "
+                       "an all-gather of the pieces' new values), the only traffic the kit counts here",
+                       all_reduced);
+  }
+  return sent > predicted ? "more means a piece sent twice or a unit gathered more often than needed"
+                          : "less means a collective left out or sending less than a piece";
+}
+
 Verdict gradients(Runner& runner, const std::string& e, int stage) {
   Verdict failure;
   const RunRequest request = zero_request(e, stage, kWorld, 1);
@@ -86,7 +103,7 @@ Verdict gradients(Runner& runner, const std::string& e, int stage) {
             fmt::format("{}: the pieces in shard_gradients after after_backward make one process's gradient of the "
                         "global batch (max |diff| {:.2g}, relative {:.2g})", who, d.max_abs, d.relative())};
   }
-  std::string hint = scale_hint(projection_factor(dumps.at(0), full, "grad."), kWorld, "the global batch's gradient");
+  std::string hint = scale_hint(dumps.at(0), full, kWorld, "the global batch's gradient");
   if (hint.empty()) {
     hint = "The parameter named is where the pieces first go wrong: does your ring add the piece it receives into "
            "the piece of the same index (piece rank-s-2 at step s), so that after N-1 steps piece `rank` has been "
@@ -130,9 +147,14 @@ Verdict losses(Runner& runner, const std::string& e, int stage, int world) {
   return losses_match(run, *ref, kLossSteps, who,
                       "Step 1 already differs, before any update: the forward reads parameters that are not one "
                       "process's (FSDP: is every unit gathered whole before its stage runs?)",
-                      "Step 1 agrees, so an update differs: is each piece of the gradient averaged over every rank, "
-                      "and are the updated pieces gathered into every unit (FSDP: before the forward and again "
-                      "before the backward)?");
+                      // Not "is each piece averaged": AdamW's update and the clip are blind to the
+                      // gradient's scale, so a sum instead of a mean does not show in the losses
+                      // (the gradients check catches it); what does show is a piece of the wrong
+                      // gradient, or an update some rank never sees.
+                      "Step 1 agrees, so an update differs: does each rank's piece hold its own piece of the "
+                      "gradient summed over every rank, and are the updated pieces gathered into every unit (FSDP: "
+                      "before the forward and again before the backward)? (A sum where a mean belongs would not show "
+                      "here: AdamW and the clip are blind to the gradient's scale; the gradients check tells.)");
 }
 
 // What a rank may hold at once, from the units' padded bytes (results.json's unit_bytes). The
@@ -229,8 +251,7 @@ Verdict traffic(Runner& runner, const std::string& e) {
                           stage == 3 ? "a gather before each unit's forward and its backward, a reduce-scatter of "
                                        "its gradient"
                                      : "a reduce-scatter of the gradient and an all-gather of the parameters",
-                          ratio > 1 ? "more means a piece sent twice or a unit gathered more often than needed"
-                                    : "less means a collective left out or sending less than a piece")};
+                          traffic_cause(*s, sent, predicted))};
     }
     summary += fmt::format("\n  {}: {:.0f} bytes per step, {:.2f} x the padded model ({} x (N-1)/N = {:.2f})",
                            stage_name(stage), sent, sent / whole, stage == 3 ? 3 : 2,
@@ -272,8 +293,8 @@ Verdict scaling(Runner& runner, const std::string& e) {
       if (world > 1 && std::abs(sent - predicted) > kTrafficSlack * predicted) {
         return {Status::kWrongNumber,
                 fmt::format("{}: rank 0 sent {:.0f} bytes per step, not the {:.0f} of the rings: what it held is no "
-                            "figure of {} (the traffic check says what the rings send)", describe(request), sent,
-                            predicted, stage_name(stage))};
+                            "figure of {}: {}", describe(request), sent, predicted, stage_name(stage),
+                            traffic_cause(*s, sent, predicted))};
       }
       const nlohmann::json& sums = (*s)["replica_checksums"];
       if (sums.is_array() && !sums.empty()) {

@@ -60,6 +60,19 @@ double projection_factor(const io::TensorMap& a, const io::TensorMap& b, const s
   return bb > 0 ? ab / bb : 0.0;
 }
 
+double scaled_residual(const io::TensorMap& a, const io::TensorMap& b, const std::string& prefix, double factor) {
+  double rr = 0, bb = 0;
+  for (const auto& [name, y] : b) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const auto it = a.find(name);
+    if (it == a.end() || !it->second.sizes().equals(y.sizes())) continue;
+    const torch::Tensor yy = y.to(torch::kFloat64);
+    rr += (it->second.to(torch::kFloat64) - factor * yy).pow(2).sum().item<double>();
+    bb += yy.pow(2).sum().item<double>();
+  }
+  return bb > 0 ? std::sqrt(rr / bb) : 0.0;
+}
+
 std::vector<double> iteration_losses(const nlohmann::json& results) {
   std::vector<double> losses;
   if (!results.is_object() || !results.contains("iterations")) return losses;

@@ -31,6 +31,9 @@ Difference compare_tensors(const io::TensorMap& a, const io::TensorMap& b, const
 
 // <a, b> / <b, b> over the prefixed tensors: the factor a is of b if a is a multiple of b.
 double projection_factor(const io::TensorMap& a, const io::TensorMap& b, const std::string& prefix);
+// |a - factor b| / |b| over the prefixed tensors: how far a is from that multiple of b (0 when a is
+// exactly factor times b). A scale is the cause only where this is small.
+double scaled_residual(const io::TensorMap& a, const io::TensorMap& b, const std::string& prefix, double factor);
 
 // The "loss" of every record of results["iterations"].
 std::vector<double> iteration_losses(const nlohmann::json& results);

@@ -12,7 +12,9 @@
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
 #include "dtlab/tooling/skeleton.h"
+#if DTLAB_HAS_RELEASE
 #include "release.h"
+#endif
 #include "report.h"
 #include "runs.h"
 
@@ -111,9 +113,11 @@ int main(int argc, char** argv) {
     auto* skeletons_cmd = app.add_subcommand("skeletons", "Write tasks/ from solutions/ (instructors)");
     skeletons_cmd->add_flag("--check", check_only, "Write nothing; exit 1 when tasks/ is out of date");
 
+#if DTLAB_HAS_RELEASE
     std::string release_out;
     auto* release_cmd = app.add_subcommand("release", "Write the student kit (no solutions) to a new folder");
     release_cmd->add_option("--out", release_out, "The new folder")->required();
+#endif
 
     if (auto stop = parse_flags(app, argc, argv)) return *stop;
 
@@ -134,6 +138,7 @@ int main(int argc, char** argv) {
       if (!has_solutions()) throw Error("skeletons: no solutions/ here (a student release)");
       return write_skeletons(kSourceDir / "solutions", kSourceDir / "tasks", check_only);
     }
+#if DTLAB_HAS_RELEASE
     if (*release_cmd) {
       const auto files = write_release(kSourceDir, release_out);
       fmt::print("wrote the student release to {} ({} files; no solutions/, no mutants, no answers; its commit in "
@@ -142,6 +147,7 @@ int main(int argc, char** argv) {
                  release_out, files.size(), release_out);
       return 0;
     }
+#endif
     return 2;
   });
 }

@@ -33,7 +33,10 @@ bool left_out_of_release(const std::string& path) {
   // them); tp_test lists each rank's columns of GPT-2's fused c_attn and writes the vocabulary-
   // parallel loss's recipe out to name its classic mistake. Each compiles only beside solutions/
   // (tests/CMakeLists.txt).
+  // Writing a release is the instructors' (grader/CMakeLists.txt builds it beside solutions/ only).
   for (const char* prefix : {"solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme, ".ci/",
+                             "grader/release.cpp", "grader/release.h", "grader/release_guard.cpp",
+                             "grader/release_guard.h", "tests/release_test.cpp",
                              "docs/instructors/", "tests/fill_drain.h", "tests/pipeline_test.cpp",
                              "tests/gpu_test.cpp", "tests/pp_schedule_test.cpp", "tests/pp_protocol_test.cpp",
                              "tests/stage_lists.h", "tests/stage_simulate_test.cpp", "tests/tp_test.cpp"}) {

@@ -101,6 +101,10 @@ const std::vector<Mutant> kPpMutants = {
 const std::vector<Mutant> kZeroMutants = {
     {"zero", "sum_not_average", "gradients-1", "wrong number", "the sum over 3 ranks was not divided by the world size", 120},
     {"zero", "piece_off_by_one", "gradients-1", "wrong number", "the gradient the ranks' pieces make together differs", 120},
+    // Note [A hint the evidence singles out]: not "divided by the world size twice" (the pieces
+    // are not a uniform multiple of the gradient), but the ring's indices.
+    {"zero", "ring_one_step_off", "gradients-1", "wrong number", "does your ring add the piece it receives into the "
+     "piece of the same index", 120},
     // Ranks that forget the all-gather each keep their own pieces' updates: the replicas part.
     {"zero", "no_all_gather", "losses-1", "wrong number", "rank 1's model differs from rank 0's", 120},
     {"zero", "keeps_gradients", "memory", "wrong number", "which no rank may hold", 180},
@@ -108,6 +112,10 @@ const std::vector<Mutant> kZeroMutants = {
     // Every unit gathered at once before backward: the forward and the traffic are right.
     {"zero", "gathers_all_before_backward", "memory", "wrong number", "whole parameters at once in the backward", 180},
     {"zero", "gathers_again", "traffic", "wrong number", "a unit gathered more often than needed", 180},
+    // The gradient through c10d's all_reduce, not the ring: named from the log, in traffic and in
+    // scaling alike, not "a collective left out".
+    {"zero", "c10d_all_reduce", "traffic", "wrong number", "through c10d's all_reduce: that is DDP's collective", 180},
+    {"zero", "c10d_all_reduce", "scaling", "wrong number", "through c10d's all_reduce: that is DDP's collective", 180},
     // Read while freed: LibTorch's "storage of size 0", said in the strategy's terms.
     {"zero", "freed_before_backward", "losses-3", "error", "the backward read parameters of a unit that was freed", 120},
     // A strategy that moves nothing still trains to the end (on zero gradients): no recorded point.

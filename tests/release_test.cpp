@@ -159,10 +159,11 @@ TEST(ReleaseGuard, TheKitsReleaseShipsNoTodosReferenceCode) {
 TEST(Release, LeavesOutTheTestsThatHoldAnswersAndTheInstructorsNotes) {
   using dtlab::grader::left_out_of_release;
   for (const char* path : {"tests/fill_drain.h", "tests/pipeline_test.cpp", "tests/pp_schedule_test.cpp",
-                           "tests/stage_lists.h", "tests/stage_simulate_test.cpp", "tests/gpu_test.cpp", "docs/instructors/STAGE_SCHEDULE_MUTANTS.md", "solutions/pp/schedule.cpp"}) {
+                           "tests/stage_lists.h", "tests/stage_simulate_test.cpp", "tests/gpu_test.cpp", "docs/instructors/STAGE_SCHEDULE_MUTANTS.md", "solutions/pp/schedule.cpp",
+                           "grader/release.cpp", "tests/release_test.cpp"}) {
     EXPECT_TRUE(left_out_of_release(path)) << path;
   }
-  for (const char* path : {"tests/release_test.cpp", "tests/sampler_test.cpp", "docs/STAGE_SCHEDULES.md",
+  for (const char* path : {"grader/main.cpp", "tests/sampler_test.cpp", "docs/STAGE_SCHEDULES.md",
                            "handouts/pp.md", "tasks/pp/schedule.cpp"}) {
     EXPECT_FALSE(left_out_of_release(path)) << path;
   }

@@ -50,7 +50,13 @@ void reduce_unit(shard::ShardUnit& unit, dist::Group& group) {
   if (mutant("does_nothing")) return;  // no reduction at all: the optimiser steps on zeros
   shard::FlatParameters& flat = *unit.flat;
   flat.flatten_gradients();
-  ring_reduce_scatter(flat.gradients(), group, "gradients " + unit.name);
+  // c10d_all_reduce: the whole gradient all-reduced (DDP's collective), this rank's piece taken:
+  // right in every number, half the ring's sends.
+  if (mutant("c10d_all_reduce")) {
+    group.all_reduce(flat.gradients(), dist::ReduceOp::SUM, "gradients " + unit.name);
+  } else {
+    ring_reduce_scatter(flat.gradients(), group, "gradients " + unit.name);
+  }
   unit.shard_gradients.copy_(flat.shard(flat.gradients(), group.rank()));
   if (!mutant("sum_not_average")) unit.shard_gradients.div_(group.size());
 }
@@ -169,9 +175,12 @@ void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::str
   if (group.size() == 1) return;
   const int world = group.size(), rank = group.rank();
   torch::Tensor incoming = torch::empty_like(piece(flat, 0, world));
+  // ring_one_step_off: every index one step on, so the full sum ends in piece rank + 1, not in
+  // this rank's piece (whose projection on the right gradient happens to be near 1/N).
+  const int off = mutant("ring_one_step_off") ? 1 : 0;
   for (int s = 0; s < world - 1; ++s) {
-    exchange(piece(flat, rank - s - 1, world), incoming, group, tag);
-    piece(flat, rank - s - 2, world).add_(incoming);
+    exchange(piece(flat, rank - s - 1 + off, world), incoming, group, tag);
+    piece(flat, rank - s - 2 + off, world).add_(incoming);
   }
 }
 

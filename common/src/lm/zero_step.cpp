@@ -228,6 +228,10 @@ nlohmann::json ShardedTrainer::summary(const torch::optim::Optimizer& optimizer,
           {"steps", steps_},
           {"bytes_sent_per_step", steps_ > 0 ? static_cast<double>(sent) / static_cast<double>(steps_) : 0.0},
           {"predicted_bytes_sent_per_step", predicted},
+          // What went through c10d's all_reduce instead (the kit's own: a few bytes of norms and
+          // losses a step): the grader names a gradient all-reduced in place of the ring.
+          {"all_reduced_bytes_per_step",
+           steps_ > 0 ? static_cast<double>(group_.log().bytes("all_reduce")) / static_cast<double>(steps_) : 0.0},
           {"replica_checksums", checksums},
 
           // Every CPU tensor's storage (report/tensor_bytes.h); 0 where the meter is not installed.
