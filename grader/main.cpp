@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
       const auto files = write_release(kSourceDir, release_out);
       fmt::print("wrote the student release to {} ({} files; no solutions/, no mutants, no answers; its commit in "
                  "release.json)\n"
-                 "  cd {} && ./scripts/setup.sh && make test     # then make check-task1 ...\n",
+                 "  cd {} && ./scripts/setup.sh && make check-task1     # the students' first command (its README)\n",
                  release_out, files.size(), release_out);
       return 0;
     }
