@@ -243,7 +243,13 @@ Verdict losses(Runner& runner, const std::string& e, const PpRun& p) {
   return losses_match(run, *ref, kLossSteps, e + ": " + p.label,
                       "Step 1 already differs: does every micro-batch go forward and backward once, through the "
                       "activations and gradients of its own micro-batch?",
-                      "Step 1 agrees, so an update differs: do the gradients of every micro-batch reach every stage?");
+                      // Note [A hint the evidence singles out]: the losses cannot tell a gradient
+                      // that never reached a stage from one computed on a receive buffer that a later
+                      // micro-batch overwrote; the gradients check compares each stage's.
+                      "Step 1 agrees, so step 1's update differs: its gradients are not one process's. The "
+                      "gradients check says which stage's parameters first differ; a micro-batch's activations or "
+                      "gradients overwritten before its backward read them (a receive buffer used again) shows "
+                      "there as well as a gradient that never reached its stage.");
 }
 
 // What the runtime measured: 1F1B's stage s stored at most min(n - s, m) micro-batches, GPipe's m,
