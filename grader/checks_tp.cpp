@@ -438,12 +438,28 @@ Verdict memory(Runner& runner, const std::string& e) {
                             "/ TP columns?", who, r, have, want, g.tp, whole)};
       }
     }
-    summary += fmt::format("\n  {}: every rank {:.3f} MB of the model's {:.3f} MB", g.label(), 1e-6 * double(want),
-                           1e-6 * double(whole));
+    // The largest tensor of a step (the counting allocator, rank 0, steps 2 on) against the logits
+    // rank 0 computes, B x T x V/TP floats: the vocabulary-parallel loss holds nothing larger, and
+    // logits gathered whole are TP times that. Where DP > 1 the kit's flat buffer of the slices'
+    // gradients (its data-parallel average) is larger, so only a tensor group alone is held to it.
+    const int64_t largest = t.value("largest_tensor_bytes", int64_t{0}), slice = t.value("logits_slice_bytes", int64_t{0});
+    if (g.world == g.tp && slice > 0 && largest > slice) {
+      return Verdict{Status::kWrongNumber,
+                     fmt::format("{}: rank 0's largest tensor in a step took {} bytes, {:.2f} times its logits' {} "
+                                 "(B x T x V/TP floats): the vocabulary-parallel embedding and loss never hold more "
+                                 "than this rank's columns; logits gathered whole are TP times them.",
+                                 who, largest, double(largest) / double(slice), slice)};
+    }
+    summary += fmt::format("\n  {}: every rank {:.3f} MB of the model's {:.3f} MB{}", g.label(), 1e-6 * double(want),
+                           1e-6 * double(whole),
+                           g.world == g.tp && slice > 0 ? fmt::format("; its largest tensor {:.3f} MB, its logits' {:.3f} MB",
+                                                               1e-6 * double(largest), 1e-6 * double(slice))
+                                                  : std::string());
     return std::nullopt;
   });
   if (verdict) return *verdict;
-  return {Status::kPassed, fmt::format("{}: each rank holds 1/TP of every split weight, the rest whole:{}", e, summary)};
+  return {Status::kPassed, fmt::format("{}: each rank holds 1/TP of every split weight, the rest whole, and no tensor "
+                                       "larger than its B x T x V/TP logits:{}", e, summary)};
 }
 
 Verdict traffic(Runner& runner, const std::string& e) {
@@ -519,7 +535,8 @@ std::vector<CheckSpec> tp_checks(const std::string& e) {
        4, [e](Runner& r) { return c::losses(r, e, {2, 4}); }},
       {e, "replicas", "the replicated parameters agree across each tensor group, every slice across its data group, "
                       "after 20 steps", 3, [e](Runner& r) { return c::replicas(r, e); }},
-      {e, "memory", "each rank holds 1/TP of every split weight (wte's rows of the padded vocabulary), the rest whole",
+      {e, "memory", "each rank holds 1/TP of every split weight (wte's rows of the padded vocabulary), the rest whole, and no "
+                    "tensor larger than its B x T x V/TP logits",
        2, [e](Runner& r) { return c::memory(r, e); }},
       {e, "traffic", "each tensor group runs exactly (4L + 2) all-reduces of activations, the loss's three and the "
                      "norm's per step, no other operation, bytes within 1%", 3, [e](Runner& r) { return c::traffic(r, e); }},

@@ -138,6 +138,7 @@ const std::vector<Mutant> kTpMutants = {
     // Right in every number (the loss, the gradients, within the byte slack): the logits gathered
     // whole on every rank, an ordinary cross-entropy. Only the count of operations tells.
     {"tp", "all_gathered_logits", "traffic", "wrong number", "ran 1 all_gather a step", 120},
+    {"tp", "all_gathered_logits", "memory", "wrong number", "logits gathered whole are TP times them", 120},
 };
 
 std::string mutants_binary(const std::string& exercise) {
@@ -259,10 +260,11 @@ const std::vector<FairCase> kFairCases = {
      {{"gradients-3", "passed"}, {"losses-3", "passed"}, {"traffic", "passed"}, {"memory", "wrong number"}},
      {{"memory", "not all at once before"}}},
     // tp: the logits gathered whole, an ordinary cross-entropy: right in every number, so only the
-    // traffic check fails (it counts the tensor group's operations, not only their bytes).
+    // checks of the point fail: traffic counts the tensor group's operations, not only their bytes,
+    // and memory finds a tensor TP times the logits this rank computes.
     {"tp", "all_gathered_logits",
-     {{"gradients-2", "passed"}, {"losses-2", "passed"}, {"memory", "passed"}, {"traffic", "wrong number"}},
-     {{"traffic", "gathering the logits holds B x T x V on every rank"}}},
+     {{"gradients-2", "passed"}, {"losses-2", "passed"}, {"memory", "wrong number"}, {"traffic", "wrong number"}},
+     {{"traffic", "gathering the logits holds B x T x V on every rank"}, {"memory", "2.00 times its logits'"}}},
 };
 
 class FairGrading : public ::testing::TestWithParam<FairCase> {};

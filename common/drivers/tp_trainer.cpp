@@ -12,6 +12,7 @@
 #include "dtlab/core/error.h"
 #include "dtlab/core/storage.h"
 #include "dtlab/lm/options.h"
+#include "dtlab/report/tensor_bytes.h"
 #include "dtlab/tp/gpt2_tp.h"
 #include "dtlab/tp/grid.h"
 #include "dtlab/tp/save.h"
@@ -63,6 +64,8 @@ class TensorParallelTrainer : public lm::GridTrainer {
     const double scale = tokens > 0 ? grid_.dp() / tokens : 0.0;
     const int64_t tp_bytes = grid_.tensor().log().bytes("all_reduce");
     const size_t tp_records = grid_.tensor().log().records().size();
+    report::TensorBytes* meter = report::TensorBytes::installed();
+    if (meter) meter->reset_largest();
     const double seconds = grid_.tensor().log().seconds() + grid_.data().log().seconds();
     const TensorParallelStepResult r = tensor_parallel_step(
         *model_, *state.optimizer, grid_,
@@ -82,6 +85,13 @@ class TensorParallelTrainer : public lm::GridTrainer {
         t.bytes += records[i].bytes;
       }
       positions_ += b.input_ids.numel();
+      // The largest tensor of the step against the logits this rank computes: B x T rows of its
+      // V/TP columns (the vocabulary-parallel loss never holds more; gathered logits are TP times).
+      if (meter) {
+        largest_tensor_bytes_ = std::max(largest_tensor_bytes_, meter->largest());
+        logits_slice_bytes_ = std::max(logits_slice_bytes_, b.input_ids.numel() * model_->vocab().rows *
+                                                                 static_cast<int64_t>(sizeof(float)));
+      }
       ++measured_steps_;
     }
     const double comm = grid_.tensor().log().seconds() + grid_.data().log().seconds() - seconds;
@@ -156,6 +166,8 @@ class TensorParallelTrainer : public lm::GridTrainer {
             {"positions_per_step", static_cast<double>(positions_) / steps},
             {"tp_bytes_per_step", static_cast<double>(tp_bytes_) / steps},
             {"tp_operations_per_step", tp_operations(steps)},
+            {"largest_tensor_bytes", largest_tensor_bytes_},
+            {"logits_slice_bytes", logits_slice_bytes_},
             {"predicted_tp_bytes_per_step", predicted_tp_bytes(static_cast<double>(positions_) / steps)},
             {"predicted_bytes_sent_per_step", sent},
             {"dp_bytes_per_step", static_cast<double>(grid_.data().log().bytes("all_reduce", "tp data-parallel")) /
@@ -195,6 +207,7 @@ class TensorParallelTrainer : public lm::GridTrainer {
   TensorParallelGpt2 model_;
   std::optional<train::RankDumpPlan> dump_;
   int64_t tp_bytes_ = 0, positions_ = 0, measured_steps_ = 0;
+  int64_t largest_tensor_bytes_ = 0, logits_slice_bytes_ = 0;  // rank 0's steps 2 on (the counting allocator)
   struct OpTally {
     int64_t count = 0, bytes = 0;
   };

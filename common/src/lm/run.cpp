@@ -329,8 +329,9 @@ RankShare equal_shares(const train::Dataset& all, const dist::Group& group, int6
 }
 
 int run_lm(const LmOptions& o, const LmExercise& ex) {
-  // A sharded run measures every tensor it holds (the zero exercise's memory), from the start.
-  if (ex.sharded) report::TensorBytes::install();
+  // A sharded or tensor-parallel run measures every tensor it holds (the zero exercise's memory,
+  // tp's largest tensor), from the start.
+  if (ex.sharded || ex.tensor_parallel) report::TensorBytes::install();
   // Who this process is. Flags are checked before any rank waits for another.
   const bool ranks = ex.data_parallel || ex.stage_ranks || ex.tensor_parallel;
   train::Run run = train::plan_run(ex.name, ranks ? &o.launch : nullptr);

@@ -14,6 +14,7 @@ namespace {
 
 std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
+std::atomic<int64_t> g_largest{0};
 
 void add(int64_t bytes) {
   const int64_t now = g_current.fetch_add(bytes) + bytes;
@@ -54,6 +55,9 @@ class CountingAllocator final : public c10::Allocator {
     void* data = inner.get();
     const c10::Device device = inner.device();
     add(static_cast<int64_t>(n));
+    int64_t largest = g_largest.load();
+    while (static_cast<int64_t>(n) > largest && !g_largest.compare_exchange_weak(largest, static_cast<int64_t>(n))) {
+    }
     return {data, new Counted{std::move(inner), static_cast<int64_t>(n)}, &delete_counted, device};
   }
 
@@ -82,5 +86,7 @@ TensorBytes* TensorBytes::installed() { return g_installed; }
 int64_t TensorBytes::current() const { return g_current.load(); }
 int64_t TensorBytes::peak() const { return g_peak.load(); }
 void TensorBytes::reset_peak() { g_peak.store(g_current.load()); }
+int64_t TensorBytes::largest() const { return g_largest.load(); }
+void TensorBytes::reset_largest() { g_largest.store(0); }
 
 }  // namespace dtlab::report

@@ -26,6 +26,10 @@ class TensorBytes {
   int64_t current() const;  // bytes of storage alive now
   int64_t peak() const;     // the most alive at once since the last reset_peak (or install)
   void reset_peak();        // peak := current
+  // The largest single storage allocated since the last reset_largest (or install): what the
+  // biggest tensor of a step took (tp's logits slice, Note [Bytes of a tensor-parallel step]).
+  int64_t largest() const;
+  void reset_largest();
 
   virtual ~TensorBytes() = default;
 
