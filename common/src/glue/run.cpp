@@ -11,6 +11,7 @@
 #include "dtlab/glue/evaluate.h"
 #include "dtlab/glue/parts.h"
 #include "dtlab/io/file.h"
+#include "dtlab/report/process_memory.h"
 #include "dtlab/report/results.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/rank_dump.h"
@@ -205,6 +206,7 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
 
   BertTrainState state;
   model::LoadReport load_report;
+  run.after_startup = report::read_process_memory();  // Note [Memory a rank holds]: the data read, no model yet
   const std::unique_ptr<train::GradientSync> sync =
       build_model(o, ex, run, static_cast<int64_t>(task.labels.size()), state, load_report);
   if (tokenizer.vocab_size() > state.model->config().vocab_size) {

@@ -53,10 +53,9 @@ std::vector<fs::path> checkpoint_files(const fs::path& dir, const std::string& w
 }  // namespace
 
 io::TensorMap load_checkpoint_tensors(const fs::path& dir, const std::string& what_to_try) {
+  const CheckpointFiles files(dir, what_to_try);
   io::TensorMap all;
-  for (const fs::path& file : checkpoint_files(dir, what_to_try)) {
-    for (auto& [name, tensor] : io::load_safetensors(file)) all[name] = tensor;
-  }
+  for (const auto& [name, located] : files.tensors()) all[name] = located.file->read(*located.entry);
   return all;
 }
 

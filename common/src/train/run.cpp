@@ -29,7 +29,6 @@ void start_run(Run& run, const SetupFunction& setup, int threads) {
   // Ranks on one machine share its cores, also when they are different hosts to the network
   // (network namespaces): each takes its share.
   run.threads = configure_threads(threads, run.group ? run.group->ranks_on_this_machine() : 1);
-  run.after_startup = report::read_process_memory();
 }
 
 nlohmann::json memory_section(Run& run) {

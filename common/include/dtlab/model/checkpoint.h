@@ -22,9 +22,9 @@ namespace dtlab::model {
 io::TensorMap load_checkpoint_tensors(const std::filesystem::path& dir, const std::string& what_to_try);
 
 // The same files opened for reads of their parts (Note [Reading only what a rank keeps] in
-// io/safetensors.h): every tensor's name and entry from the headers, its data read on demand.
-// The same errors as load_checkpoint_tensors for a folder without safetensors, and a tensor
-// named by two shards is an error naming both.
+// io/safetensors.h): every tensor's name and entry from the headers, its data read on demand
+// (load_checkpoint_tensors reads them all through it). A tensor named by two shards is an error
+// naming both.
 class CheckpointFiles {
  public:
   CheckpointFiles(const std::filesystem::path& dir, const std::string& what_to_try);

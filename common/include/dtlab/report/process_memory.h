@@ -8,8 +8,9 @@
 namespace dtlab::report {
 
 // Note [Memory a rank holds]: three moments of every run, each rank's.
-//   - after start-up: LibTorch loaded, the ranks joined, before the model is built (what every
-//     rank holds whatever it trains: code, the allocator's arenas, the data set);
+//   - after start-up: LibTorch loaded, the ranks joined, the data read, before the model is built
+//     (what every rank holds whatever it trains: code, the allocator's arenas, the data set;
+//     recorded by the driver, glue/run.cpp and lm/run.cpp);
 //   - the load's peak: the most the process held up to the first step (the checkpoint read, the
 //     model built, cut into pieces or slices);
 //   - the steps' peak: the most it held in its training steps (the kernel's peak is reset at the

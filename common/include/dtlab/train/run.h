@@ -23,8 +23,8 @@ struct Run {
   // Where the model, its batches and its gradients live: the group's device (the CPU with Gloo,
   // cuda:<local rank> with NCCL; Note [Devices] in core/device.h); the CPU on one process.
   torch::Device device = torch::kCPU;
-  // Note [Memory a rank holds] (report/process_memory.h): the resident set after start-up
-  // (start_run), the load's peak (train_loop, at the first step) and the training steps' peak
+  // Note [Memory a rank holds] (report/process_memory.h): the resident set after start-up (the
+  // driver's, once its data is read and before its model is built), the load's peak (train_loop, at the first step) and the training steps' peak
   // (train_loop: evaluations left out).
   report::ProcessMemory after_startup;
   int64_t load_peak_rss_bytes = -1;
