@@ -45,6 +45,7 @@ int check_command(const CheckFlags& f) {
   options.run_timeout = f.run_timeout;
   options.threads = f.threads;
   options.backend = f.backend;
+  options.only = f.only;
   // No GPU, or a build without CUDA: one line now, not a failed run per check later.
   if (f.backend == "nccl") require_cuda(cuda_availability(), "--backend nccl", "grade with --backend gloo here");
   options.sandbox = choose_sandbox(f.sandbox, kBuildDir / "grader" / "dtlab-sandbox-launcher");

@@ -34,18 +34,33 @@ std::vector<std::string> equivalence_flags(const std::string& exercise, int step
   return f;
 }
 
-RunRequest reference_request() {
-  return {"reference-w1", "reference", "reference", 1, equivalence_flags("reference", kLossSteps), true};
+// Note [A run as long as its checks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A run that several checks read trains as many steps as the longest reader this grading runs.
+// The 4-rank losses run serves the sampler (the shards, dumped before step 1), the gradients
+// (step 1's dumps) and losses-4 (20 losses); the single-process reference serves task 1's
+// pretrained (step 1's loss) and steps (20 losses) and the broadcast (the weights before step 1).
+// A full grading trains each 20 steps, as before. `--only sampler,gradients` (a student's quick
+// question, and most mutant and fair gradings in the tests) trains one: the same dumps of the same
+// step 1, since nothing before step 1's backward depends on how many steps follow (the learning
+// rate schedule acts only at the optimiser's step). What such a grading no longer sees is a run
+// that fails after step 1, which only the checks that read later steps are about.
+int losses_steps(const Runner& runner, int world) {
+  return runner.grades(world == 1 ? "steps" : fmt::format("losses-{}", world)) ? kLossSteps : 1;
 }
 
-RunRequest losses_request(const std::string& exercise, int world) {
+RunRequest reference_request(const Runner& runner) {
+  return {"reference-w1", "reference", "reference", 1, equivalence_flags("reference", losses_steps(runner, 1)), true};
+}
+
+RunRequest losses_request(const Runner& runner, const std::string& exercise, int world) {
   // The kit's step writes the rank dumps; task 1 brings its own step, so it has none.
   // The report's loss figure plots one run per variant: the 4-rank ones (and task 1's).
   return {fmt::format("{}-losses-w{}", exercise, world), exercise, world == 2 ? "equivalence" : "losses", world,
-          equivalence_flags(exercise, kLossSteps), !single_process(exercise)};
+          equivalence_flags(exercise, losses_steps(runner, world)), !single_process(exercise)};
 }
 
-const Run* reference(Runner& runner, Verdict* failure) { return kit_run(runner, reference_request(), failure); }
+const Run* reference(Runner& runner, Verdict* failure) { return kit_run(runner, reference_request(runner), failure); }
 
 // The kit's single-process run on the examples a data-parallel run's ranks read (union_order,
 // Note [Fair evidence]): a sampler mistake costs the sampler check, not the gradient and loss
@@ -57,9 +72,10 @@ const Run* reference_of(Runner& runner, const Run& run, int world, Verdict* fail
   }
   const std::optional<ReadExamples> read = read_examples(run, world, failure);
   if (!read) return nullptr;
-  const std::optional<TrainOrder> order = union_order(runner, *read, kLossSteps, failure);
+  const int steps = losses_steps(runner, world);
+  const std::optional<TrainOrder> order = union_order(runner, *read, steps, failure);
   if (!order) return nullptr;
-  std::vector<std::string> flags = equivalence_flags("reference", kLossSteps);
+  std::vector<std::string> flags = equivalence_flags("reference", steps);
   flags.back() = std::to_string(order->global_batch);  // --per_gpu_train_batch_size
   flags.insert(flags.end(), {"--train_order", order->path.string()});
   return kit_run(runner, {"reference-" + order->key, "reference", "reference", 1, flags, true}, failure);
@@ -71,7 +87,7 @@ Verdict finetune_pretrained(Runner& runner, const std::string& e) {
   Verdict failure;
   const Run* ref = reference(runner, &failure);
   if (!ref) return failure;
-  const Run& run = runner.run(losses_request(e, 1));
+  const Run& run = runner.run(losses_request(runner, e, 1));
   if (run.failure) return *run.failure;
   return losses_match(run, *ref, 1, e,
                       "Before any update the loss depends only on the weights: load_model must load "
@@ -83,7 +99,7 @@ Verdict finetune_steps(Runner& runner, const std::string& e) {
   Verdict failure;
   const Run* ref = reference(runner, &failure);
   if (!ref) return failure;
-  const Run& run = runner.run(losses_request(e, 1));
+  const Run& run = runner.run(losses_request(runner, e, 1));
   if (run.failure) return *run.failure;
   return losses_match(run, *ref, kLossSteps, e,
                       "Step 1 already differs: fix load_model first (see the check of the pretrained weights).",
@@ -122,10 +138,10 @@ Verdict finetune_learns(Runner& runner, const std::string& e) {
 
 Verdict losses_at(Runner& runner, const std::string& exercise, int world) {
   Verdict failure;
-  const Run& run = runner.run(losses_request(exercise, world));
+  const Run& run = runner.run(losses_request(runner, exercise, world));
   const Run* ref = reference_of(runner, run, world, &failure);
   if (!ref) return failure;
-  return losses_match(run, *ref, kLossSteps, describe(losses_request(exercise, world)),
+  return losses_match(run, *ref, kLossSteps, describe(losses_request(runner, exercise, world)),
                       "Step 1 already differs, before any update: do all ranks start from the same weights, "
                       "and is the loss of a step the average over the ranks?",
                       "Step 1 agrees, so the update differs: are the gradients averaged over all ranks "
@@ -134,7 +150,7 @@ Verdict losses_at(Runner& runner, const std::string& exercise, int world) {
 
 Verdict sampler_shards(Runner& runner, const std::string& exercise) {
   constexpr int kWorld = 4;
-  const Run& run = runner.run(losses_request(exercise, kWorld));
+  const Run& run = runner.run(losses_request(runner, exercise, kWorld));
   Verdict failure;
   const auto start = start_dumps(run, kWorld, &failure);  // Note [Fair evidence]
   if (!start) return failure;
@@ -196,7 +212,7 @@ Verdict sampler_shards(Runner& runner, const std::string& exercise) {
 Verdict gradients(Runner& runner, const std::string& exercise) {
   constexpr int kWorld = 4;
   Verdict failure;
-  const Run& run = runner.run(losses_request(exercise, kWorld));
+  const Run& run = runner.run(losses_request(runner, exercise, kWorld));
   const Run* ref = reference_of(runner, run, kWorld, &failure);
   if (!ref) return failure;
   const auto dumps = load_dumps(run.dump_dir, kWorld);

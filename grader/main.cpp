@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     check_cmd->add_option("--only", cf.only,
                           fmt::format("Run only these checks (ids from `grader list`, comma-separated): a partial "
                                       "grading, written to RESULTS/{}/ so that RESULTS/results.json keeps the last "
-                                      "full one", kPartialFolder))
+                                      "full one; a run the chosen checks share with others trains only the steps they read", kPartialFolder))
         ->delimiter(',');
     check_cmd->add_option("--results", cf.results,
                           fmt::format("Folder RESULTS for results.json and every run's logs (with --only: RESULTS/{}/)",

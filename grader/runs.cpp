@@ -63,6 +63,10 @@ std::string describe(const RunRequest& r) {
 
 Runner::Runner(GradeOptions options) : options_(std::move(options)) {}
 
+bool Runner::grades(const std::string& check_id) const {
+  return options_.only.empty() || std::find(options_.only.begin(), options_.only.end(), check_id) != options_.only.end();
+}
+
 const Run& Runner::run(const RunRequest& request) {
   if (auto it = done_.find(request.id); it != done_.end()) return it->second;
   const GradeOptions& o = options_;

@@ -50,6 +50,9 @@ struct GradeOptions {
   int threads = 0;                    // --threads of every rank (0: the kit's default)
   std::string backend = "gloo";       // --backend of every rank of a distributed run
   Sandbox sandbox;                    // where every run starts (Note [The sandbox])
+  // The ids of the checks this grading runs (`--only`); empty: every check. Note [A run as long
+  // as its checks].
+  std::vector<std::string> only;
 };
 
 // One run of the checks: BERT on the RTE fixture or GPT-2 on the translation fixture (by the
@@ -79,6 +82,8 @@ class Runner {
   explicit Runner(GradeOptions options);
   const GradeOptions& options() const { return options_; }
   bool has_binary(const std::string& exercise) const { return options_.binaries.count(exercise) > 0; }
+  // Whether this grading runs the check of this id (every check unless `--only` names some).
+  bool grades(const std::string& check_id) const;
   // Runs the request (once per id) and returns it; never throws for what the ranks do.
   const Run& run(const RunRequest& request);
 

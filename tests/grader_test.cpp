@@ -39,6 +39,15 @@ nlohmann::json test_named(const nlohmann::json& results, const std::string& chec
   return nullptr;
 }
 
+// The --max_steps a run's ranks were given (its run.json's command), "" when none.
+std::string max_steps_of(const fs::path& run) {
+  const nlohmann::json command = dtlab::io::read_json_file(run / "run.json").at("command");
+  for (size_t i = 0; i + 1 < command.size(); ++i) {
+    if (command[i] == "--max_steps") return command[i + 1].get<std::string>();
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST(Grader, ListsEveryExerciseAndItsChecks) {
@@ -130,6 +139,8 @@ TEST(Grader, ReferenceSolutionsScoreFullMarksWithProvenance) {
     EXPECT_TRUE(fs::exists(dir / "runs" / run / "run.json")) << run;
     EXPECT_TRUE(fs::exists(dir / "runs" / run / "rank0.log")) << run;
   }
+  // Note [A run as long as its checks]: a full grading trains the shared 4-rank run 20 steps.
+  EXPECT_EQ(max_steps_of(dir / "runs" / "task2b-losses-w4"), "20");
   // The report renders from what the grading wrote.
   const ProcessResult report = grade({"report", "--results", dir.string()}, 300);
   ASSERT_EQ(report.exit_code, 0) << report.output;
@@ -157,6 +168,8 @@ TEST(Grader, ARelativeResultsFolderWorksFromInsideTheSandbox) {
   EXPECT_EQ(dtlab::io::read_file(dir / "results.json"), full);
   EXPECT_TRUE(fs::exists(dir / "runs" / "task2b-timing-w4" / "run.json")) << "the full grading's runs were removed";
   EXPECT_TRUE(fs::exists(dir / "only" / "runs" / "task2b-losses-w4" / "rank0.log"));
+  // Note [A run as long as its checks]: the gradients read step 1 of the run losses-4 shares.
+  EXPECT_EQ(max_steps_of(dir / "only" / "runs" / "task2b-losses-w4"), "1");
   EXPECT_NE(r.output.find("results: " + fs::absolute(relative / "only" / "results.json").string()), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("still holds the last full one"), std::string::npos) << r.output;
