@@ -85,6 +85,16 @@ std::string traffic_cause(const nlohmann::json& s, double sent, double predicted
                           : "less means a collective left out or sending less than a piece";
 }
 
+// Note [A gather that puts pieces in the wrong place] (lm/zero_step.cpp): what FSDP's step 1
+// found in the units the student gathered, from rank 0's results.json; "" when nothing (or no
+// such section). The evidence singles the gather out: every piece at rest was right.
+std::string gather_finding(const Run& run) {
+  const nlohmann::json& r = run.results;
+  if (!r.is_object() || !r.contains("sharding") || !r["sharding"].is_object()) return "";
+  const nlohmann::json& f = r["sharding"].value("gather_finding", nlohmann::json(""));
+  return f.is_string() ? f.get<std::string>() : "";
+}
+
 Verdict gradients(Runner& runner, const std::string& e, int stage) {
   Verdict failure;
   const RunRequest request = zero_request(e, stage, kWorld, 1);
@@ -103,7 +113,9 @@ Verdict gradients(Runner& runner, const std::string& e, int stage) {
             fmt::format("{}: the pieces in shard_gradients after after_backward make one process's gradient of the "
                         "global batch (max |diff| {:.2g}, relative {:.2g})", who, d.max_abs, d.relative())};
   }
-  std::string hint = scale_hint(dumps.at(0), full, kWorld, "the global batch's gradient");
+  std::string hint = gather_finding(runner.run(request));
+  if (!hint.empty()) hint = "The forward read whole parameters that are not the model's: on rank 0, " + hint + ".";
+  if (hint.empty()) hint = scale_hint(dumps.at(0), full, kWorld, "the global batch's gradient");
   if (hint.empty()) {
     hint = "The parameter named is where the pieces first go wrong: does your ring add the piece it receives into "
            "the piece of the same index (piece rank-s-2 at step s), so that after N-1 steps piece `rank` has been "
@@ -144,9 +156,13 @@ Verdict losses(Runner& runner, const std::string& e, int stage, int world) {
   if (!reference) return failure;
   const Run* ref = kit_run(runner, *reference, &failure);
   if (!ref) return failure;
+  const std::string gathered = gather_finding(run);
   return losses_match(run, *ref, kLossSteps, who,
-                      "Step 1 already differs, before any update: the forward reads parameters that are not one "
-                      "process's (FSDP: is every unit gathered whole before its stage runs?)",
+                      gathered.empty()
+                          ? "Step 1 already differs, before any update: the forward reads parameters that are not "
+                            "one process's (FSDP: is every unit gathered whole before its stage runs?)"
+                          : "Step 1 already differs, before any update: the forward read whole parameters that are "
+                            "not the model's: on rank 0, " + gathered + ".",
                       // Not "is each piece averaged": AdamW's update and the clip are blind to the
                       // gradient's scale, so a sum instead of a mean does not show in the losses
                       // (the gradients check catches it); what does show is a piece of the wrong

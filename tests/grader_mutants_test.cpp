@@ -116,6 +116,12 @@ const std::vector<Mutant> kZeroMutants = {
     // scaling alike, not "a collective left out".
     {"zero", "c10d_all_reduce", "traffic", "wrong number", "through c10d's all_reduce: that is DDP's collective", 180},
     {"zero", "c10d_all_reduce", "scaling", "wrong number", "through c10d's all_reduce: that is DDP's collective", 180},
+    // Note [A gather that puts pieces in the wrong place]: right at 2 ranks, wrong from 3; told
+    // as the gather's slots, not as the data or the reduce-scatter.
+    {"zero", "gather_wrong_slots", "losses-3", "wrong number", "an all-gather must write each piece it receives "
+     "into the slot of the rank that owns it", 120},
+    {"zero", "gather_wrong_slots", "gradients-3", "wrong number", "an all-gather must write each piece it receives "
+     "into the slot of the rank that owns it", 120},
     // Read while freed: LibTorch's "storage of size 0", said in the strategy's terms.
     {"zero", "freed_before_backward", "losses-3", "error", "the backward read parameters of a unit that was freed", 120},
     // A strategy that moves nothing still trains to the end (on zero gradients): no recorded point.

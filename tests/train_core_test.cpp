@@ -240,7 +240,7 @@ struct TableModelImpl : torch::nn::Module {
   torch::nn::Linear line{nullptr};
 };
 
-std::string loss_error_at_first_step(float table_value, float label_value) {
+std::string loss_error_at_first_step(float table_value, float label_value, const std::string& forward_reading = "") {
   const LineDataset data(8);
   train::LoopPlan plan;
   plan.batch_per_rank = 4;
@@ -263,6 +263,7 @@ std::string loss_error_at_first_step(float table_value, float label_value) {
   state.max_grad_norm = 0;
   state.optimizer = train::make_adamw(*model, {0.1, 0.0, 1e-8});
   state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, 0, plan.total_steps);
+  if (!forward_reading.empty()) state.forward_reading = [forward_reading] { return forward_reading; };
   const auto sync = train::no_sync();
   train::Run run = train::plan_run("toy", nullptr);
   report::Results results("toy", nlohmann::json::object(), nlohmann::json::object());
@@ -289,6 +290,17 @@ TEST(TrainLoop, ANonFiniteLossAtStepOneWithFiniteWeightsPointsAtTheData) {
   EXPECT_EQ(loss_error_at_first_step(0.0f, std::nanf("")),
             "rank 0: the loss is nan at step 1, before any update, with every weight finite: check the data");
   EXPECT_EQ(loss_error_at_first_step(0.0f, 1.0f), "") << "finite weights and data train without an error";
+}
+
+// FSDP's forward reads what the student's gathers put together (TrainState::forward_reading, Note
+// [A gather that puts pieces in the wrong place] in lm/zero_step.cpp): named instead of the data;
+// a non-finite weight at rest is still the checkpoint's.
+TEST(TrainLoop, ANonFiniteLossWithAWrongGatherNamesWhatTheForwardRead) {
+  EXPECT_EQ(loss_error_at_first_step(0.0f, std::nanf(""), "slot 1 of X is not rank 1's piece"),
+            "rank 0: the loss is nan at step 1, before any update, with every weight finite at rest: from step 1 on "
+            "the forward read whole parameters that are not the model's (slot 1 of X is not rank 1's piece)");
+  EXPECT_NE(loss_error_at_first_step(std::nanf(""), 1.0f, "slot 1 of X").find("check the checkpoint"),
+            std::string::npos);
 }
 
 // Runs train_loop with `step` on `world` ranks, threads of this process whose Gloo groups meet

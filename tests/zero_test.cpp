@@ -334,6 +334,9 @@ TEST_P(Gpt2Stages, TrainAsOneProcess) {
       EXPECT_TRUE(torch::allclose(mine, want, 1e-4, 1e-5))
           << item.key() << ": max difference " << (mine - want).abs().max().item<float>();
     }
+    // Note [A gather that puts pieces in the wrong place]: the reference's gathers hold every
+    // owner's piece in its slot.
+    EXPECT_EQ(held.at("gather_finding"), "") << held.dump();
     const int64_t elements = held.at("shard_elements").get<int64_t>();
     EXPECT_EQ(held.at("optimizer_state_bytes").get<int64_t>() > 8 * elements, false) << held.dump();
     const int64_t peak_gradient = held.at("peak_gradient_bytes").get<int64_t>();
@@ -352,5 +355,53 @@ TEST_P(Gpt2Stages, TrainAsOneProcess) {
 
 INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, Gpt2Stages,
                          ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(2, 3)));
+
+// Note [A gather that puts pieces in the wrong place]: the reference FSDP, but each rank's first
+// gather of a step leaves the slot of the next rank zeroed, as a gather that writes a received
+// piece elsewhere would: step 1's forward names the unit and the slot, on every rank, and the
+// run's own loss error says it too.
+class ZeroedSlotFsdp final : public dtlab::shard::ShardStrategy {
+ public:
+  explicit ZeroedSlotFsdp(const dtlab::shard::ShardContext& c) : c_(c), fsdp_(dtlab::zero::make_fsdp(c)) {}
+  void before_backward() override { fsdp_->before_backward(); }
+  void after_backward() override { fsdp_->after_backward(); }
+  void after_update() override { fsdp_->after_update(); }
+  void before_stage(int64_t stage) override {
+    fsdp_->before_stage(stage);
+    if (stage != 0) return;
+    torch::NoGradGuard no_grad;
+    dtlab::shard::ShardUnit& unit = (*c_.units)[c_.stage_units[0][0]];
+    const int next = (c_.group->rank() + 1) % c_.group->size();
+    unit.flat->shard(unit.flat->values(), next).zero_();
+  }
+  void after_stage(int64_t stage, const torch::Tensor& output) override { fsdp_->after_stage(stage, output); }
+
+ private:
+  dtlab::shard::ShardContext c_;
+  std::unique_ptr<dtlab::shard::ShardStrategy> fsdp_;
+};
+
+TEST(Gpt2Stages, AGatherThatLeavesASlotWrongIsNamed) {
+  dtlab::test::run_ranks(3, [&](dtlab::dist::Group& group) {
+    auto model = gpt2();
+    dtlab::lm::ShardedTrainer trainer(model, group, 3, [](int, const dtlab::shard::ShardContext& c) {
+      return std::make_unique<ZeroedSlotFsdp>(c);
+    });
+    dtlab::train::TrainState state = gpt2_state(model, trainer.make_optimizer(kOptions));
+    const torch::Tensor ids = token_batch(1).narrow(0, group.rank() * 2, 2);
+    state.loss = [&](const dtlab::data::Batch&) { return dtlab::model::lm_loss(model->forward(ids).logits, ids); };
+    dtlab::data::Batch batch;
+    dtlab::train::StepInput input;
+    input.step = 1;
+    input.batch = &batch;
+    trainer.step()(state, input);
+    const int next = (group.rank() + 1) % 3;
+    EXPECT_NE(trainer.gather_finding().find("slot " + std::to_string(next) + " of the gathered unit embeddings is not "
+                                            "rank " + std::to_string(next) + "'s piece (1-norm 0,"),
+              std::string::npos)
+        << trainer.gather_finding();
+    EXPECT_EQ(trainer.summary(*state.optimizer, "test").at("gather_finding"), trainer.gather_finding());
+  });
+}
 
 }  // namespace zero_test

@@ -188,8 +188,16 @@ void ring_all_gather(torch::Tensor& flat, dist::Group& group, const std::string&
   if (flat.dim() != 1 || flat.numel() % group.size() != 0) throw Error("ring_all_gather: not cut into pieces");
   if (group.size() == 1) return;
   const int world = group.size(), rank = group.rank();
+  // gather_wrong_slots: the piece received at step s (rank - s - 1's) written into slot
+  // rank + s + 1, the same slot at 2 ranks and another one from 3 on. The other ranks' slots
+  // are zeroed first, as in a buffer made with zeros: what the wrong slots then hold does not
+  // depend on what the allocator left in a freed unit's memory (which can be the right values).
+  const int sign = mutant("gather_wrong_slots") ? 1 : -1;
+  if (mutant("gather_wrong_slots")) {
+    for (int k = 1; k < world; ++k) piece(flat, rank + k, world).zero_();
+  }
   for (int s = 0; s < world - 1; ++s) {
-    torch::Tensor into = piece(flat, rank - s - 1, world);
+    torch::Tensor into = piece(flat, rank + sign * (s + 1), world);
     exchange(piece(flat, rank - s, world), into, group, tag);
   }
 }

@@ -391,6 +391,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     sharded = std::make_unique<ShardedTrainer>(state.model, *run.group, o.zero_stage, ex.sharded->make_strategy,
                                                fsdp_reads_pieces(o, ex) ? fs::path(o.model_name_or_path) : fs::path());
     state.optimizer = sharded->make_optimizer({o.learning_rate, o.weight_decay});
+    state.forward_reading = [&sharded] { return sharded->gather_finding(); };
     state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, o.warmup_steps, plan.total_steps);
   }
   const EvalInputs eval{state.model, &tokenizer, ids, &d.validation, &d.test, o.eval_batch_size,

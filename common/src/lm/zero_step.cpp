@@ -2,6 +2,7 @@
 #include "dtlab/lm/zero_step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include <fmt/format.h>
@@ -59,6 +60,34 @@ void check_same_start(const std::vector<shard::ShardUnit>& units, dist::Group& g
   }
 }
 
+// Note [A gather that puts pieces in the wrong place]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Under FSDP every whole parameter the forward reads was put together by the student's
+// all-gather, and a gather that writes a received piece into another rank's slot is right at 2
+// ranks (where "the previous rank" and "the next rank" are the same one) and wrong from 3 on:
+// step 1's loss is then wrong, or not finite, with every weight at rest finite, and the kit's
+// words would point at the data. So the kit proves where the whole came from, once, in step 1's
+// forward: each rank's pieces' 1-norms at the start are exchanged (one all-gather of a float per
+// unit), and after the student's before_stage each gathered unit's slot r must have the 1-norm of
+// rank r's piece. A slot that does not is named (the run goes on: the checks that read its
+// losses and gradients fail, the others, memory and traffic, keep their points). A 1-norm is
+// computed by one reduction over the piece, without a copy, the same way on the owner and on the
+// gatherer; the slack only absorbs a different summation order.
+double piece_norm(const torch::Tensor& piece) { return piece.norm(1).item<double>(); }
+
+std::vector<std::vector<double>> exchange_piece_norms(const std::vector<shard::ShardUnit>& units, dist::Group& group) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor mine = torch::zeros({static_cast<int64_t>(units.size())}, torch::kFloat64);
+  for (size_t u = 0; u < units.size(); ++u) mine[static_cast<int64_t>(u)] = piece_norm(units[u].shard_values);
+  const std::vector<torch::Tensor> all = group.all_gather(mine.to(group.device()), "piece norms");
+  std::vector<std::vector<double>> norms(units.size());
+  for (const torch::Tensor& theirs : all) {
+    const torch::Tensor t = theirs.cpu();
+    for (size_t u = 0; u < units.size(); ++u) norms[u].push_back(t[static_cast<int64_t>(u)].item<double>());
+  }
+  return norms;
+}
+
 }  // namespace
 
 std::string gpt2_unit_of(const std::string& parameter) {
@@ -109,12 +138,15 @@ ShardedTrainer::ShardedTrainer(model::Gpt2LMHeadModel model, dist::Group& group,
   meter_ = std::make_unique<shard::UnitGradientHooks>(units_, nullptr);
   strategy_ = make(stage, context_);
   if (stage == 3) {
+    piece_norms_ = exchange_piece_norms(units_, group);  // Note [A gather that puts pieces in the wrong place]
+    gather_checked_.assign(units_.size(), false);
     // The student's gather and free around every stage of the forward, and the kit's measure of
     // the parameter bytes this rank holds at each (what FSDP divides).
     model_->set_stage_hooks({[this](int64_t s) {
                                if (!stage_hooks_on_) return;
                                strategy_->before_stage(s);
                                peak_parameter_bytes_ = std::max(peak_parameter_bytes_, held_parameter_bytes(units_));
+                               if (steps_ == 1) check_gathered(s);
                              },
                              [this](int64_t s, const torch::Tensor& output) {
                                if (stage_hooks_on_) strategy_->after_stage(s, output);
@@ -123,6 +155,28 @@ ShardedTrainer::ShardedTrainer(model::Gpt2LMHeadModel model, dist::Group& group,
 }
 
 ShardedTrainer::~ShardedTrainer() { model_->set_stage_hooks({}); }
+
+// Note [A gather that puts pieces in the wrong place].
+void ShardedTrainer::check_gathered(int64_t stage) {
+  if (!gather_finding_.empty() || stage < 0 || static_cast<size_t>(stage) >= context_.stage_units.size()) return;
+  torch::NoGradGuard no_grad;
+  constexpr double kSlack = 1e-5;  // relative: summation order; a wrong piece is off by far more
+  for (const size_t u : context_.stage_units[static_cast<size_t>(stage)]) {
+    shard::ShardUnit& unit = units_[u];
+    if (gather_checked_[u] || !unit.flat->values_allocated()) continue;
+    gather_checked_[u] = true;
+    for (int r = 0; r < group_.size(); ++r) {
+      const double want = piece_norms_[u][static_cast<size_t>(r)];
+      const double got = piece_norm(unit.flat->shard(unit.flat->values(), r));
+      if (std::abs(got - want) <= kSlack * std::max(std::abs(want), 1.0) && std::isfinite(got)) continue;
+      gather_finding_ = fmt::format(
+          "after before_stage({}), slot {} of the gathered unit {} is not rank {}'s piece (1-norm {:.6g}, the "
+          "piece's {:.6g}): an all-gather must write each piece it receives into the slot of the rank that owns it",
+          stage, r, unit.name, r, got, want);
+      return;
+    }
+  }
+}
 
 std::unique_ptr<torch::optim::AdamW> ShardedTrainer::make_optimizer(const train::OptimizerOptions& options) {
   return shard::make_shard_adamw(units_, group_.rank(), options);
@@ -250,7 +304,9 @@ nlohmann::json ShardedTrainer::summary(const torch::optim::Optimizer& optimizer,
           // Note [Reading only what a rank keeps]: what this rank read of the checkpoint (stage 3
           // with a checkpoint: its pieces; 0 otherwise, the model read whole before sharding).
           {"pieces_read_bytes", pieces_read_bytes_},
-          {"checkpoint_bytes_read", checkpoint_bytes_read_}};
+          {"checkpoint_bytes_read", checkpoint_bytes_read_},
+          // Note [A gather that puts pieces in the wrong place]: FSDP, step 1, this rank's.
+          {"gather_finding", gather_finding_}};
 }
 
 }  // namespace dtlab::lm

@@ -43,23 +43,28 @@ void average_over_ranks(Run& run, std::vector<double>& values, const std::string
 //
 // At step 1 no update has happened yet, so the learning rate cannot be the cause: the advice
 // names the first parameter that held a non-finite value before that step (a broken
-// checkpoint), or says the weights were finite and points at the data. The weights are looked
-// at once, before step 1 (the step's update would spread a NaN to all of them); with ranks, each
-// rank's finding is gathered (a pipeline's stages hold different weights), so the words stay
-// the same on every rank.
+// checkpoint), or, where the forward read whole parameters that the exercise's code put together
+// (FSDP's all-gathers: TrainState::forward_reading), what was wrong in them, or says the weights
+// were finite and points at the data. The weights are looked at once, before step 1 (the step's
+// update would spread a NaN to all of them); with ranks, each rank's finding is gathered (a
+// pipeline's stages hold different weights), so the words stay the same on every rank.
 std::string non_finite_loss(const std::vector<int>& ranks, const std::vector<double>& losses, int64_t step,
-                            const std::string& non_finite_weight) {
+                            const std::string& non_finite_weight, const std::string& forward_reading) {
   std::string who, values;
   for (size_t i = 0; i < ranks.size(); ++i) {
     who += fmt::format("{}{}", i ? ", " : "", ranks[i]);
     values += fmt::format("{}{}", i ? ", " : "", losses[i]);
   }
+  // What step 1's forward read wrong explains a later step's too: the wrong whole came first.
   const std::string advice =
-      step != 1 ? ": lower --learning_rate or check the data"
-      : !non_finite_weight.empty()
+      step == 1 && !non_finite_weight.empty()
           ? ", before any update: the weights are not finite (" + non_finite_weight +
                 "): check the checkpoint (--model_name_or_path)"
-          : ", before any update, with every weight finite: check the data";
+      : !forward_reading.empty()
+          ? std::string(step == 1 ? ", before any update" : "") + ", with every weight finite at rest: from step 1 "
+            "on the forward read whole parameters that are not the model's (" + forward_reading + ")"
+      : step != 1 ? ": lower --learning_rate or check the data"
+                  : ", before any update, with every weight finite: check the data";
   return fmt::format("{} {}: the loss is {} at step {}{}", ranks.size() == 1 ? "rank" : "ranks", who,
                      values, step, advice);
 }
@@ -120,7 +125,7 @@ std::string weights_of_every_rank(Run& run, const std::string& mine) {
 // loss]); returns the first such step's error, or "". non_finite_weight: what
 // first_non_finite_parameter said before step 1 on this rank.
 std::string sum_over_ranks(Run& run, std::vector<report::IterationRecord>& records, int ranks_per_batch,
-                           const std::string& non_finite_weight) {
+                           const std::string& non_finite_weight, const std::function<std::string()>& forward_reading) {
   if (!run.group || records.empty()) return "";
   const int world = run.world();
   torch::Tensor t = torch::zeros({static_cast<int64_t>(records.size()), 3 + world}, torch::kFloat64);
@@ -149,7 +154,8 @@ std::string sum_over_ranks(Run& run, std::vector<report::IterationRecord>& recor
     if (error.empty() && !ranks.empty()) {
       // Every rank sees the same sums, so every rank makes this exchange or none does.
       const std::string weights = records[i].step == 1 ? weights_of_every_rank(run, non_finite_weight) : "";
-      error = non_finite_loss(ranks, losses, records[i].step, weights);
+      const std::string read = weights_of_every_rank(run, forward_reading ? forward_reading() : std::string());
+      error = non_finite_loss(ranks, losses, records[i].step, weights, read);
     }
   }
   return error;
@@ -251,7 +257,8 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
       ++steps;
       // Note [A non-finite loss]: with ranks, said at the epoch's end by every rank.
       if (!run.group && !std::isfinite(r.loss)) {
-        throw Error(non_finite_loss({run.rank()}, {r.loss}, steps, non_finite_weight));
+        throw Error(non_finite_loss({run.rank()}, {r.loss}, steps, non_finite_weight,
+                                    state.forward_reading ? state.forward_reading() : ""));
       }
       // This rank's counts; summed over the ranks at the end of the epoch.
       report::IterationRecord record;
@@ -286,7 +293,7 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
     for (const auto& rec : records) losses.push_back(rec.loss);
     average_over_ranks(run, losses, "loss");
     const std::string non_finite =
-        sum_over_ranks(run, records, std::max(plan.ranks_per_batch, 1), non_finite_weight);
+        sum_over_ranks(run, records, std::max(plan.ranks_per_batch, 1), non_finite_weight, state.forward_reading);
     if (!non_finite.empty()) throw Error(non_finite);  // every rank, the same words
     double loss_sum = 0;
     for (size_t i = 0; i < records.size(); ++i) {

@@ -71,7 +71,14 @@ class ShardedTrainer {
   // checksums): every rank calls it.
   nlohmann::json summary(const torch::optim::Optimizer& optimizer, const std::string& strategy);
 
+  // Note [A gather that puts pieces in the wrong place]: FSDP only; what step 1's forward found
+  // wrong in the units the student's before_stage gathered ("" when each slot held its owner's
+  // piece). TrainState::forward_reading reads it.
+  const std::string& gather_finding() const { return gather_finding_; }
+
  private:
+  void check_gathered(int64_t stage);
+
   model::Gpt2LMHeadModel model_;
   dist::Group& group_;
   int stage_;
@@ -84,6 +91,11 @@ class ShardedTrainer {
   int64_t steps_ = 0;
   int64_t peak_tensor_bytes_ = 0, resident_tensor_bytes_ = 0;  // Note [Counting allocator]
   int64_t pieces_read_bytes_ = 0, checkpoint_bytes_read_ = 0;  // Note [Reading only what a rank keeps]
+  // Note [A gather that puts pieces in the wrong place]: piece_norms_[u][r] = rank r's piece of
+  // unit u at the start, its 1-norm; which units step 1's forward has checked; what it found.
+  std::vector<std::vector<double>> piece_norms_;
+  std::vector<bool> gather_checked_;
+  std::string gather_finding_;
 
 };
 

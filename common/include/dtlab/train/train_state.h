@@ -36,6 +36,11 @@ struct TrainState {
 
   // Evaluates the model on the held-out set. Set by the driver.
   std::function<EvalResult()> evaluate;
+
+  // Note [A non-finite loss] (train/loop.cpp): where step 1's forward read parameters that are
+  // not the module's weights at rest (FSDP's gathered units), what it found wrong in them, or ""
+  // when nothing. Unset: the forward reads the weights themselves.
+  std::function<std::string()> forward_reading;
 };
 
 }  // namespace dtlab::train
