@@ -111,6 +111,44 @@ std::string slice_hint(const std::string& name, int tp, const Shape& s) {
          "belong: f before each column-parallel layer, g after each row-parallel one, the bias added once after g?";
 }
 
+// Note [A hint the evidence singles out] (grader/checks.cpp), for tp's gradients: the parameter
+// whose gradient differs most is where a mistake shows, not always where it is. Two findings
+// single a cause out before any parameter's own hint: step 1's loss already differs (the forward
+// is wrong before any gradient: a row-parallel output not all-reduced, or the loss's maximum or
+// sum over the vocabulary not all-reduced, changes the loss itself), or every gradient is one
+// factor times one process's, alike in every parameter (a backward that scales everything it
+// passes on: the loss's backward not multiplying by the incoming gradient, the mean's 1/tokens).
+// Otherwise the parameter's own hint (slice_hint).
+std::string gradient_hint(const Run& run, const Run& ref, const std::vector<std::pair<torch::Tensor, torch::Tensor>>& pairs,
+                          const std::string& worst_name, int tp, const Shape& s) {
+  const std::vector<double> mine = iteration_losses(run.results), theirs = iteration_losses(ref.results);
+  if (!mine.empty() && !theirs.empty() && std::abs(mine[0] - theirs[0]) > kLossTolerance) {
+    return fmt::format("Step 1's loss is already {:.7f} where one process's is {:.7f}: the forward differs before any "
+                       "gradient is taken. Is every row-parallel layer's output all-reduced (g), and are the loss's "
+                       "maximum and sum of exps over the vocabulary all-reduced over the tensor group?",
+                       mine[0], theirs[0]);
+  }
+  double dot = 0, norm = 0;
+  for (const auto& [m, w] : pairs) {
+    dot += (m * w).sum().item<double>();
+    norm += w.pow(2).sum().item<double>();
+  }
+  const double factor = norm > 0 ? dot / norm : 0;
+  double residual = 0, size = 0;
+  for (const auto& [m, w] : pairs) {
+    residual += (m - factor * w).pow(2).sum().item<double>();
+    size += m.pow(2).sum().item<double>();
+  }
+  constexpr double kUniform = 1e-4;  // relative, squared: far below any mistake that is not a scale
+  if (factor != 0 && std::abs(factor - 1) > 0.01 && size > 0 && residual / size < kUniform) {
+    return fmt::format("Every gradient is {:.4g} times one process's, alike in every parameter, and step 1's loss is "
+                       "right: something in the backward scales all it passes on. Does "
+                       "vocab_parallel_cross_entropy's backward multiply by the incoming gradient (the mean's "
+                       "1/tokens)?", factor);
+  }
+  return slice_hint(worst_name, tp, s);
+}
+
 // What each rank of a tensor group holds, found in one process's parameters by value (Note
 // [Answers found, not written] above): a placement per parameter name.
 using Placements = std::map<std::string, Placement>;
@@ -273,13 +311,15 @@ Verdict gradients(Runner& runner, const std::string& e, const Grid& g) {
   std::string worst_name;
   int worst_rank = 0;
   bool worst_is_padding = false;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;  // (mine, the whole's) at every real place
   for (int rank = 0; rank < g.world; ++rank) {
     for (const auto& [name, p] : placed[static_cast<size_t>(rank)]) {
       const torch::Tensor whole = full.at("grad." + name).to(torch::kFloat64);
       const torch::Tensor mine = dumps.at(static_cast<size_t>(rank)).at("grad." + name).to(torch::kFloat64);
       scale = std::max(scale, whole.abs().max().item<double>());
       // The real slices against the whole's there; the padding's gradient against 0.
-      const double diff = (real_part_of_mine(mine, p) - paired_part_of_whole(whole, p)).abs().max().item<double>();
+      pairs.emplace_back(real_part_of_mine(mine, p), paired_part_of_whole(whole, p));
+      const double diff = (pairs.back().first - pairs.back().second).abs().max().item<double>();
       const torch::Tensor padding = padding_part_of_mine(mine, p);
       const double off = padding.numel() > 0 ? padding.abs().max().item<double>() : 0.0;
       if (std::max(diff, off) > worst) {
@@ -294,7 +334,9 @@ Verdict gradients(Runner& runner, const std::string& e, const Grid& g) {
                         who, worst_rank, worst_name,
                         worst_is_padding ? "is not 0 on its padding rows, which no token reaches,"
                                          : "differs from one process's gradient at the same places",
-                        worst, relative, kGradientTolerance, slice_hint(worst_name, g.tp, s))};
+                        worst, relative, kGradientTolerance,
+                        worst_is_padding ? slice_hint(worst_name, g.tp, s)
+                                         : gradient_hint(run, *ref, pairs, worst_name, g.tp, s))};
   }
   const int64_t padded = [&] {
     int64_t rows = 0;

@@ -133,7 +133,8 @@ const std::vector<Mutant> kZeroMutants = {
 // over DP" cannot be written against this contract; the replicas check catches ranks that drift
 // apart through the student's operators instead (f_g_swapped).
 const std::vector<Mutant> kTpMutants = {
-    {"tp", "f_g_swapped", "gradients-2", "wrong number", "Are f (identity forward, all-reduce backward) and g", 120},
+    // g's forward the identity: the row-parallel outputs are never summed, so the loss is wrong.
+    {"tp", "f_g_swapped", "gradients-2", "wrong number", "Is every row-parallel layer's output all-reduced (g)", 120},
     {"tp", "f_g_swapped", "replicas", "wrong number", "rank 1's replicated parameters (wpe, the layer norms", 120},
     {"tp", "no_row_all_reduce", "traffic", "wrong number", "An all-reduce is missing", 120},
     // GPT-2's biases start at zero: step 1 agrees, step 2 does not.
@@ -141,6 +142,11 @@ const std::vector<Mutant> kTpMutants = {
     {"tp", "contiguous_c_attn", "gradients-2", "wrong number", "not one contiguous slice of the 3 x n_embd columns", 120},
     {"tp", "gathered_logits", "losses-2", "wrong number", "log 2 = 0.693147 too high", 120},
     {"tp", "padding_counted", "gradients-4", "wrong number", "the vocabulary of 1482 is padded to 1484", 120},
+    // Note [A hint the evidence singles out] for tp's gradients: a wrong loss is the forward's, a
+    // gradient scaled alike everywhere the backward's, whichever parameter differs most.
+    {"tp", "max_not_all_reduced", "gradients-2", "wrong number", "Step 1's loss is already", 120},
+    {"tp", "ignores_incoming_gradient", "gradients-2", "wrong number", "alike in every parameter, and step 1's loss is "
+     "right", 120},
     // Right in every number (the loss, the gradients, within the byte slack): the logits gathered
     // whole on every rank, an ordinary cross-entropy. Only the count of operations tells.
     {"tp", "all_gathered_logits", "traffic", "wrong number", "ran 1 all_gather a step", 120},

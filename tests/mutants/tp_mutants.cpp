@@ -167,7 +167,9 @@ torch::Tensor VocabParallelCrossEntropy::forward(AutogradContext* ctx, const tor
   // Every rank's max of its columns, then the max of those: the same shift on every rank, so
   // that the exps summed over the ranks share one scale.
   torch::Tensor max = std::get<0>(logits.max(-1)).contiguous();
-  group->all_reduce(max, dist::ReduceOp::MAX, tag + " max");
+  // max_not_all_reduced: each rank shifts its exps by its own columns' max, so the sum over the
+  // ranks adds exps of different scales: the loss itself is wrong.
+  if (!mutant("max_not_all_reduced")) group->all_reduce(max, dist::ReduceOp::MAX, tag + " max");
   const torch::Tensor exps = (logits - max.unsqueeze(-1)).exp();
   torch::Tensor sum = exps.sum(-1);
   if (mutant("gathered_logits")) {
@@ -195,7 +197,11 @@ variable_list VocabParallelCrossEntropy::backward(AutogradContext* ctx, variable
   const torch::Tensor &softmax = saved[0], &local_target = saved[1], &owned = saved[2], &ignored = saved[3];
   torch::Tensor grad = softmax.clone();
   grad.scatter_add_(-1, local_target.unsqueeze(-1), owned.to(grad.scalar_type()).neg().unsqueeze(-1));
-  const torch::Tensor scale = grad_outputs[0].masked_fill(ignored, 0.0);
+  // ignores_incoming_gradient: softmax - one-hot as it is, not times the mean's 1/tokens: every
+  // gradient of the model that many times one process's.
+  const torch::Tensor scale = mutant("ignores_incoming_gradient")
+                                  ? torch::ones_like(grad_outputs[0]).masked_fill(ignored, 0.0)
+                                  : grad_outputs[0].masked_fill(ignored, 0.0);
   return {grad * scale.unsqueeze(-1), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
 }
 
