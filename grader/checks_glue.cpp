@@ -240,6 +240,12 @@ Verdict gradients(Runner& runner, const std::string& exercise) {
                                          exercise, d.max_abs, d.relative())};
   }
   std::string hint = scale_hint(dumps[0], full, kWorld, "the full-batch gradient");
+  // Note [What each tolerance must catch] (checks.h): rounding shows as an error proportional to
+  // each element, within fp16's 2^-11 (and the average's own rounding) of every one.
+  if (hint.empty() && within_own_size(dumps[0], full, "grad.", 1.0 / 1024, 1e-7)) {
+    hint = "Every element is within 0.1% of its own value, as rounding makes: is the gradient sent in a shorter "
+           "float (fp16 or bf16) and converted back? The sum must be exact to float32's precision.";
+  }
   if (hint.empty()) {
     hint = "Are they averaged over all ranks, and only after synchronisation clipped (clipping is the kit's, "
            "after sync_gradients)?";

@@ -47,6 +47,18 @@ Difference compare_tensors(const io::TensorMap& a, const io::TensorMap& b, const
   return d;
 }
 
+bool within_own_size(const io::TensorMap& a, const io::TensorMap& b, const std::string& prefix, double relative,
+                     double floor) {
+  for (const auto& [name, y] : b) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const auto it = a.find(name);
+    if (it == a.end() || !it->second.sizes().equals(y.sizes())) return false;
+    const torch::Tensor x = it->second.to(torch::kFloat64), yy = y.to(torch::kFloat64);
+    if (((x - yy).abs() > yy.abs() * relative + floor).any().item<bool>()) return false;
+  }
+  return true;
+}
+
 double projection_factor(const io::TensorMap& a, const io::TensorMap& b, const std::string& prefix) {
   double ab = 0, bb = 0;
   for (const auto& [name, y] : b) {

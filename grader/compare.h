@@ -34,6 +34,11 @@ double projection_factor(const io::TensorMap& a, const io::TensorMap& b, const s
 // |a - factor b| / |b| over the prefixed tensors: how far a is from that multiple of b (0 when a is
 // exactly factor times b). A scale is the cause only where this is small.
 double scaled_residual(const io::TensorMap& a, const io::TensorMap& b, const std::string& prefix, double factor);
+// Whether every element of a is within `relative` of its own b (|a - b| <= relative |b| + floor)
+// over the prefixed tensors: a's error grows with each element's size, as rounding to a shorter
+// float does, not with the largest gradient's, as a wrong sum would.
+bool within_own_size(const io::TensorMap& a, const io::TensorMap& b, const std::string& prefix, double relative,
+                     double floor);
 
 // The "loss" of every record of results["iterations"].
 std::vector<double> iteration_losses(const nlohmann::json& results);

@@ -40,6 +40,10 @@ const std::vector<Mutant> kTask2bMutants = {
     {"task2b", "all_wait_forever", "losses-2", "hang", "ranks 0 and 1 hung: no rank had started a step or a kit "
      "operation for", 3 * kTimeout + 60},
     {"task2b", "crash", "losses-2", "crash", "rank 1 crashed: killed by signal 11", 120},
+    // Note [What each tolerance must catch] (grader/checks.h): the smallest mistake the gradient
+    // tolerance must catch, told as rounding, not as a wrong average.
+    {"task2b", "half_precision_wire", "gradients", "wrong number", "as rounding makes: is the gradient sent in a "
+     "shorter float", 120},
 };
 
 // The original assignment's tests passed when every rank held the whole data set and when no

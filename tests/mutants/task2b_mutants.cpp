@@ -219,6 +219,10 @@ void sync_gradients(torch::nn::Module& model, dist::Group& group) {
   for (size_t i = 0; i < count; ++i) {
     torch::Tensor p = parameters[i];
     if (!p.grad().defined()) continue;
+    // half_precision_wire: each gradient rounded to fp16 for the wire and back (half the bytes),
+    // then averaged: off by up to 2^-11 of each element, the smallest mistake the gradient
+    // tolerance must catch (Note [What each tolerance must catch], grader/checks.h).
+    if (mutant("half_precision_wire")) p.mutable_grad().copy_(p.grad().to(torch::kHalf).to(torch::kFloat));
     group.all_reduce(p.mutable_grad(), op, "gradients");
     if (!mutant("sum_not_average")) p.mutable_grad().div_(group.size());
   }
