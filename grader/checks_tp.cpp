@@ -128,19 +128,15 @@ std::string gradient_hint(const Run& run, const Run& ref, const std::vector<std:
                        "maximum and sum of exps over the vocabulary all-reduced over the tensor group?",
                        mine[0], theirs[0]);
   }
-  double dot = 0, norm = 0;
-  for (const auto& [m, w] : pairs) {
-    dot += (m * w).sum().item<double>();
-    norm += w.pow(2).sum().item<double>();
+  // The slices as one map each, for compare.h's measure of a uniform multiple.
+  io::TensorMap got, want;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    got["grad." + std::to_string(i)] = pairs[i].first;
+    want["grad." + std::to_string(i)] = pairs[i].second;
   }
-  const double factor = norm > 0 ? dot / norm : 0;
-  double residual = 0, size = 0;
-  for (const auto& [m, w] : pairs) {
-    residual += (m - factor * w).pow(2).sum().item<double>();
-    size += m.pow(2).sum().item<double>();
-  }
-  constexpr double kUniform = 1e-4;  // relative, squared: far below any mistake that is not a scale
-  if (factor != 0 && std::abs(factor - 1) > 0.01 && size > 0 && residual / size < kUniform) {
+  const double factor = projection_factor(got, want, "grad.");
+  constexpr double kUniform = 0.01;  // as scale_hint's: a mistake that is not a scale is far off it
+  if (factor != 0 && std::abs(factor - 1) > 0.01 && scaled_residual(got, want, "grad.", factor) < kUniform) {
     return fmt::format("Every gradient is {:.4g} times one process's, alike in every parameter, and step 1's loss is "
                        "right: something in the backward scales all it passes on. Does "
                        "vocab_parallel_cross_entropy's backward multiply by the incoming gradient (the mean's "

@@ -24,8 +24,8 @@ struct Run {
   // cuda:<local rank> with NCCL; Note [Devices] in core/device.h); the CPU on one process.
   torch::Device device = torch::kCPU;
   // Note [Memory a rank holds] (report/process_memory.h): the resident set after start-up (the
-  // driver's, once its data is read and before its model is built), the load's peak (train_loop, at the first step) and the training steps' peak
-  // (train_loop: evaluations left out).
+  // driver's, once its data is read and before its model is built), the load's peak (train_loop,
+  // at the first step) and the training steps' peak (train_loop: evaluations left out).
   report::ProcessMemory after_startup;
   int64_t load_peak_rss_bytes = -1;
   int64_t steps_peak_rss_bytes = -1;
