@@ -113,9 +113,12 @@ function(dtlab_test name)
     set(T_TIMEOUT 120)
   endif()
   math(EXPR T_TIMEOUT "${T_TIMEOUT} * ${DTLAB_TEST_TIMEOUT_SCALE}")
+  # Note [A reference run made once] (grader/reference_cache.h): the gradings of a build's suites
+  # make each of the kit's reference runs once, not once per grading.
+  set(cache_env "DTLAB_REFERENCE_CACHE=${PROJECT_BINARY_DIR}/reference-cache")
   if(T_WHOLE)
     add_test(NAME ${name} COMMAND ${name})
-    set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}" ENVIRONMENT "${cache_env}")
     if(T_COST)
       set_tests_properties(${name} PROPERTIES COST ${T_COST})
     endif()
@@ -125,7 +128,7 @@ function(dtlab_test name)
   # Labels are set after discovery: passed through gtest_discover_tests, a list of labels is
   # split into property name/value pairs and all but the first are lost.
   file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake"
-    "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\nendif()\n")
+    "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${T_LABELS}\" ENVIRONMENT \"${cache_env}\")\nendif()\n")
   # COST: Note [Test order] (tests/CMakeLists.txt).
   if(T_COST)
     file(APPEND "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake"

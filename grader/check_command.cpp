@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 
 #include "checks.h"
@@ -46,6 +47,11 @@ int check_command(const CheckFlags& f) {
   options.threads = f.threads;
   options.backend = f.backend;
   options.only = f.only;
+  if (!f.reference_cache.empty()) {
+    options.reference_cache = fs::absolute(f.reference_cache);
+  } else if (const char* cache = std::getenv("DTLAB_REFERENCE_CACHE"); cache && *cache) {
+    options.reference_cache = fs::absolute(cache);
+  }
   // No GPU, or a build without CUDA: one line now, not a failed run per check later.
   if (f.backend == "nccl") require_cuda(cuda_availability(), "--backend nccl", "grade with --backend gloo here");
   options.sandbox = choose_sandbox(f.sandbox, kBuildDir / "grader" / "dtlab-sandbox-launcher");

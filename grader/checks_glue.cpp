@@ -365,7 +365,7 @@ std::vector<CheckSpec> data_parallel_checks(const std::string& e, bool ddp) {
        [e](Runner& r) { return losses_at(r, e, 2); }},
       {e, "losses-4", "per-iteration losses equal single-process training within 1e-5 (4 ranks)", 3,
        [e](Runner& r) { return losses_at(r, e, 4); }},
-      {e, "timing", "times --timing-iterations (40; the first discarded) at 1, 2 and 4 ranks", 2,
+      {e, "timing", "times --timing-iterations (default 40; the first discarded) at 1, 2 and 4 ranks", 2,
        [e](Runner& r) { return timing(r, e); }},
   };
   if (ddp) {

@@ -20,6 +20,7 @@ struct CheckFlags {
   std::string backend = "gloo";  // --backend of every rank: gloo, or nccl (a GPU per rank)
   std::string sandbox = "auto";  // Note [The sandbox]: auto, bwrap, user or none
   bool keep_runs = false;        // keep every file of the runs, not only what feedback and report read
+  std::string reference_cache;   // Note [A reference run made once]; empty: DTLAB_REFERENCE_CACHE, if set
 };
 
 struct RunFlags {

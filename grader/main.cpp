@@ -81,6 +81,9 @@ int main(int argc, char** argv) {
                         "Keep every file the runs wrote (the tensor dumps the checks compared, ...); by default a "
                         "grading keeps what its feedback and the report read: run.json, the rank logs and heartbeats, "
                         "output/results.json");
+    check_cmd->add_option("--reference-cache", cf.reference_cache,
+                          "Folder that keeps the kit's reference runs between gradings (a class graded one "
+                          "submission after another: each made once); default: $DTLAB_REFERENCE_CACHE, else none");
     check_cmd->add_option("--threads", cf.threads, "Threads per rank (0: the kit's default)")->capture_default_str();
     check_cmd->add_option("--backend", cf.backend, "Collective backend of the ranks: gloo (CPU) or nccl (a GPU per rank)")
         ->capture_default_str()->check(CLI::IsMember({"gloo", "nccl"}));

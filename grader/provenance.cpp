@@ -38,14 +38,6 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-constexpr uint64_t kFnvOffset = 14695981039346656037ull;
-constexpr uint64_t kFnvPrime = 1099511628211ull;
-
-uint64_t fnv1a64(uint64_t h, const std::string& bytes) {
-  for (unsigned char c : bytes) h = (h ^ c) * kFnvPrime;
-  return h;
-}
-
 }  // namespace
 
 GitState git_state(const fs::path& source_dir) {
@@ -66,22 +58,12 @@ GitState git_state(const fs::path& source_dir) {
   return state;
 }
 
-std::string fnv1a64_hex(const std::string& bytes) { return fmt::format("{:016x}", fnv1a64(kFnvOffset, bytes)); }
 
 nlohmann::json sources_identity(const fs::path& folder) {
   if (!fs::is_directory(folder)) throw Error("the graded sources " + folder.string() + " are not a folder");
-  std::vector<std::string> files;
-  for (const auto& entry : fs::recursive_directory_iterator(folder)) {
-    if (entry.is_regular_file()) files.push_back(fs::relative(entry.path(), folder).generic_string());
-  }
-  std::sort(files.begin(), files.end());
-  uint64_t h = kFnvOffset;
-  for (const std::string& f : files) {
-    const std::string bytes = io::read_file(folder / f);
-    h = fnv1a64(h, f + '\0' + std::to_string(bytes.size()) + '\0');
-    h = fnv1a64(h, bytes);
-  }
-  return {{"folder", folder.string()}, {"files", files.size()}, {"fnv1a64", fmt::format("{:016x}", h)}};
+  ContentHash hash;
+  const size_t files = hash.add_tree(folder);
+  return {{"folder", folder.string()}, {"files", files}, {"fnv1a64", hash.hex()}};
 }
 
 nlohmann::json collect_provenance(const fs::path& source_dir, const std::string& submission,

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include "content_hash.h"  // fnv1a64_hex, for provenance's users
+
 namespace dtlab::grader {
 
 // Note [Release identity]
@@ -32,8 +34,6 @@ GitState git_state(const std::filesystem::path& source_dir);
 // A folder that does not exist is a dtlab::Error naming it.
 nlohmann::json sources_identity(const std::filesystem::path& folder);
 
-// 64-bit FNV-1a of bytes, as 16 lowercase hex digits (FNV-1a("a") = af63dc4c8601ec8c).
-std::string fnv1a64_hex(const std::string& bytes);
 
 // {"commit", "dirty", "libtorch", "backend", "hostname", "cpu", "cores", "date", "seed",
 //  "submission"}, and "release" (Note [Release identity]) in a release, "sources" when `sources`

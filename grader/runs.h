@@ -53,6 +53,9 @@ struct GradeOptions {
   // The ids of the checks this grading runs (`--only`); empty: every check. Note [A run as long
   // as its checks].
   std::vector<std::string> only;
+  // Note [A reference run made once] (reference_cache.h): where the kit's reference runs are kept
+  // between gradings; empty: made anew in each.
+  std::filesystem::path reference_cache;
 };
 
 // One run of the checks: BERT on the RTE fixture or GPT-2 on the translation fixture (by the
@@ -75,6 +78,7 @@ struct Run {
   double sandbox_seconds = 0;         // the whole run, sandbox included
   nlohmann::json results;          // rank 0's results.json, null when missing
   std::filesystem::path dump_dir;
+  std::string from_cache;  // the reference cache's key it was read from; empty: made now
 };
 
 class Runner {

@@ -362,6 +362,12 @@ const std::vector<std::string> kKept = {"output", "dump", "logs"};
 
 }  // namespace
 
+std::vector<std::string> environment_passed_to_runs() {
+  std::vector<std::string> env = sandbox_environment("");
+  env.erase(env.begin(), env.begin() + 4);  // the fixed PATH, HOME, TMPDIR and LANG
+  return env;
+}
+
 std::string sandbox_mode_name(SandboxMode mode) {
   switch (mode) {
     case SandboxMode::kBubblewrap: return "bwrap";

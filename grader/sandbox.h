@@ -153,6 +153,10 @@ struct SandboxResult {
   double sandbox_seconds = 0;          // start of the sandbox to the last file back
 };
 
+// The grader's own variables every sandboxed run sees, as NAME=VALUE: those that choose threads,
+// devices and the backends' settings (OMP_*, OPENBLAS_*, GLOO_*, TORCH_*, ...) and DTLAB_*.
+std::vector<std::string> environment_passed_to_runs();
+
 // Throws dtlab::Error when the sandbox cannot start or the launcher does not report (killed).
 SandboxResult run_in_sandbox(const Sandbox& sandbox, const SandboxRun& run);
 

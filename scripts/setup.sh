@@ -4,7 +4,8 @@
 # Usage: scripts/setup.sh [--with-real-text] [--torch [VERSION]] [--fuzz]
 #
 # --torch [VERSION]: also installs PyPI's torch (default: the pinned version below) into the
-# project-local venv .torch/venv (nothing outside the repository changes), for
+# project-local venv .torch/venv, from the machine's copy in ~/.cache/dtlab (Note [The machine's
+# copy of torch] below; DTLAB_TORCH_CACHE moves it), for
 # `make test TORCH=pip` (Note [Which LibTorch] in cmake/DtlabTorch.cmake). The pin moves by
 # editing torch_pin below, then `./scripts/setup.sh --torch && make test TORCH=pip`; a difference
 # the new version brings goes into common/include/dtlab/core/libtorch_compat.h.
@@ -101,15 +102,40 @@ done
 echo "setup: all dtlab packages are installed; BLAS: $(readlink -f "/usr/lib/$arch/libblas.so.3")"
 
 # PyPI's torch in .torch/venv, when asked for and not already there at that version.
+# Note [The machine's copy of torch]: pip installs torch==VERSION once per machine, into
+# TORCH_CACHE/torch-VERSION (a venv of its own, renamed into place only once complete, so a
+# failed or concurrent install never leaves half of one); each clone's .torch/venv is then a
+# fresh venv whose site-packages are hard links to that copy's (a copy where they are on
+# different file systems). A fresh clone thus pays seconds, not the minute pip takes to unpack
+# 3.5 GB of wheels, and the install itself still runs, on any machine that lacks it. Nothing in a
+# clone's venv writes through to the machine's copy: pip replaces a file rather than writing
+# into it, and the venv's own scripts name the clone's python.
 if [[ -n "$torch_version" ]]; then
   repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   venv=$repo_root/.torch/venv
   have=$(cat "$venv/torch-version" 2>/dev/null || true)
   if [[ "$have" != "$torch_version" ]]; then
-    echo "setup: installing torch==$torch_version from PyPI into $venv"
+    torch_cache=${DTLAB_TORCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dtlab}
+    machine_copy=$torch_cache/torch-$torch_version
+    if [[ ! -f "$machine_copy/torch-version" ]]; then
+      echo "setup: installing torch==$torch_version from PyPI into $machine_copy (once per machine)"
+      mkdir -p "$torch_cache"
+      staging=$(mktemp -d "$torch_cache/.torch-$torch_version.XXXXXX")
+      trap 'rm -rf "$staging"' EXIT
+      /usr/bin/python3 -m venv "$staging"
+      "$staging/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version"
+      echo "$torch_version" > "$staging/torch-version"
+      # Another setup may have finished the same copy meanwhile: its copy stays, ours goes.
+      mv -T "$staging" "$machine_copy" 2>/dev/null || true
+      rm -rf "$staging"
+      trap - EXIT
+    fi
+    echo "setup: torch $torch_version into $venv (from the machine's copy, $machine_copy)"
     rm -rf "$venv"
-    /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version"
+    /usr/bin/python3 -m venv --without-pip "$venv"  # pip comes with the copy
+    site=$(cd "$machine_copy" && echo lib/python3*/site-packages)
+    cp -a --link --remove-destination "$machine_copy/$site/." "$venv/$site/" 2>/dev/null ||
+      cp -a --remove-destination "$machine_copy/$site/." "$venv/$site/"
     echo "$torch_version" > "$venv/torch-version"
   fi
   echo "setup: torch $torch_version in $venv: build and test with make test TORCH=pip"

@@ -175,6 +175,35 @@ TEST(Grader, ARelativeResultsFolderWorksFromInsideTheSandbox) {
   EXPECT_NE(r.output.find("still holds the last full one"), std::string::npos) << r.output;
 }
 
+// Note [A reference run made once] (grader/reference_cache.h): a second grading reads the kit's
+// reference run from the cache, says so in its run.json, and grades the same.
+TEST(Grader, ASecondGradingReadsTheReferenceRunFromTheCache) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("grade-reference-cache");
+  std::vector<std::string> reference_cache;
+  for (const char* grading : {"first", "second"}) {
+    std::vector<std::string> args = {"check", "task2b", "--solutions", "--only", "gradients", "--results",
+                                     (dir / grading).string(), "--reference-cache", (dir / "cache").string()};
+    args.insert(args.end(), kQuick.begin(), kQuick.end());
+    const ProcessResult r = grade(args, 300);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(test_named(dtlab::io::read_json_file(dir / grading / "only" / "results.json"), "task2b/gradients")
+                  .at("status"), "passed") << r.output;
+    // The reference that read the ranks' training order (Note [Fair evidence]): reference-<order>.
+    int references = 0;
+    for (const auto& e : fs::directory_iterator(dir / grading / "only" / "runs")) {
+      if (e.path().filename().string().rfind("reference-", 0) != 0) continue;
+      const nlohmann::json run = dtlab::io::read_json_file(e.path() / "run.json");
+      EXPECT_EQ(run.at("outcome"), "ok");
+      reference_cache.push_back(run.at("reference_cache"));
+      ++references;
+    }
+    ASSERT_EQ(references, 1);
+  }
+  EXPECT_EQ(reference_cache[0], "") << "made by the first grading";
+  EXPECT_EQ(reference_cache[1].rfind("reference-", 0), 0u) << "read by the second";
+  EXPECT_TRUE(fs::is_directory(dir / "cache" / reference_cache[1]));
+}
+
 // `grader check --help` says what the README says: the grace after a failure (grader_docs_test
 // holds the README to the code's number) and where --only writes.
 TEST(Grader, HelpSaysTheGraceAfterAFailureAndWhereOnlyWrites) {
