@@ -1,5 +1,6 @@
 # Figure 13: the zero exercise's scaling runs. One panel per world size: rank 0's bytes at each
-# stage (DDP from the memory model, ZeRO-1, ZeRO-2 and FSDP measured), stacked: parameters,
+# stage (the kit's replicated baseline, ZeRO-1, ZeRO-2 and FSDP, all measured; DDP from the memory
+# model where a grading has no baseline run), stacked: parameters,
 # gradients, AdamW's moments, and the rest of every tensor alive at the step's peak; a mark at the
 # memory model's sum of the first three.
 # datafile: one index per world size (in the order of `worlds`), one row per stage:

@@ -237,7 +237,7 @@ TEST_P(Zero1, Zero2TrainsAsOneProcessHoldingOneUnitsGradient) {
 INSTANTIATE_TEST_SUITE_P(Worlds, Zero1, ::testing::Values(2, 3));
 
 // GPT-2 (3 blocks, tied head, vocabulary 41 so that no unit divides by 2 or 3 evenly) through the kit's
-// ShardedTrainer at every stage, against one process on the whole batch: the losses of 6 steps
+// ShardedTrainer at every stage (and the replicated baseline, stage 0), against one process on the whole batch: the losses of 6 steps
 // and every weight after them (FSDP: gathered whole first, as for a checkpoint); and what a rank
 // held: the optimiser's moments of its pieces only, ZeRO-2 and FSDP never the whole gradient, FSDP
 // never every parameter.
@@ -341,7 +341,15 @@ TEST_P(Gpt2Stages, TrainAsOneProcess) {
     EXPECT_EQ(held.at("optimizer_state_bytes").get<int64_t>() > 8 * elements, false) << held.dump();
     const int64_t peak_gradient = held.at("peak_gradient_bytes").get<int64_t>();
     const int64_t peak_parameters = held.at("peak_parameter_bytes").get<int64_t>();
-    if (stage == 1) {
+    if (stage == 0) {
+      // Note [The replicated baseline]: everything whole on every rank, the replicas equal.
+      EXPECT_EQ(held.at("optimizer_state_bytes").get<int64_t>(), 8 * elements) << held.dump();
+      EXPECT_EQ(4 * elements, held.at("whole_bytes").get<int64_t>()) << held.dump();
+      for (const auto& sum : held.at("replica_checksums")) EXPECT_EQ(sum, held.at("replica_checksums")[0]) << held.dump();
+      EXPECT_EQ(held.at("bytes_sent_per_step").get<double>(), 0.0) << "c10d's all_reduce, not a ring of sends";
+      EXPECT_GE(held.at("all_reduced_bytes_per_step").get<double>(), 4.0 * static_cast<double>(elements));
+    }
+    if (stage <= 1) {
       EXPECT_GE(peak_gradient, whole_gradient_bytes) << held.dump();
     } else {
       EXPECT_LT(peak_gradient, whole_gradient_bytes) << held.dump();
@@ -354,7 +362,7 @@ TEST_P(Gpt2Stages, TrainAsOneProcess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, Gpt2Stages,
-                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(2, 3)));
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(2, 3)));
 
 // Note [A gather that puts pieces in the wrong place]: the reference FSDP, but each rank's first
 // gather of a step leaves the slot of the next rank zeroed, as a gather that writes a received

@@ -510,8 +510,8 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
     if (exercise.sharded) {
       app.add_option("--zero_stage", options.zero_stage,
                      "What is sharded: 1 the optimiser's state (ZeRO-1), 2 and the gradients (ZeRO-2), 3 and the "
-                     "parameters (FSDP)")
-          ->check(CLI::IsMember({1, 2, 3}));
+                     "parameters (FSDP); 0 nothing, the kit's replicated baseline they are measured against")
+          ->check(CLI::IsMember({0, 1, 2, 3}));
     }
     if (exercise.tensor_parallel) {
       app.add_option("--tp", options.tp,

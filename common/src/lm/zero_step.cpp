@@ -88,6 +88,27 @@ std::vector<std::vector<double>> exchange_piece_norms(const std::vector<shard::S
   return norms;
 }
 
+// Note [The replicated baseline]: each unit's gradient averaged whole over the ranks, one unit's
+// flat copy at a time, into its one piece.
+class ReplicatedStrategy final : public shard::ShardStrategy {
+ public:
+  explicit ReplicatedStrategy(const shard::ShardContext& context) : c_(context) {}
+  void after_backward() override {
+    torch::NoGradGuard no_grad;
+    for (shard::ShardUnit& unit : *c_.units) {
+      shard::FlatParameters& flat = *unit.flat;
+      flat.flatten_gradients();
+      c_.group->all_reduce(flat.gradients(), dist::ReduceOp::SUM, "gradients " + unit.name);
+      unit.shard_gradients.copy_(flat.gradients()).div_(c_.group->size());
+      flat.release_gradients();
+    }
+  }
+  void after_update() override {}  // the optimiser updated the whole unit in place, on every rank
+
+ private:
+  shard::ShardContext c_;
+};
+
 }  // namespace
 
 std::string gpt2_unit_of(const std::string& parameter) {
@@ -116,10 +137,16 @@ std::vector<std::vector<size_t>> gpt2_stage_units(const model::Gpt2LMHeadModel& 
 ShardedTrainer::ShardedTrainer(model::Gpt2LMHeadModel model, dist::Group& group, int stage,
                                const MakeShardStrategy& make, const std::filesystem::path& pieces_from)
     : model_(std::move(model)), group_(group), stage_(stage) {
-  if (stage < 1 || stage > 3) throw Error("--zero_stage " + std::to_string(stage) + ": the stages are 1, 2 and 3");
+  if (stage < 0 || stage > 3) {
+    throw Error("--zero_stage " + std::to_string(stage) + ": the stages are 1, 2 and 3 (and 0, the replicated "
+                "baseline they are measured against)");
+  }
   if (!pieces_from.empty() && stage != 3) throw Error("ShardedTrainer: only stage 3 reads its pieces (a bug of the kit)");
-  units_ = shard::make_units(*model_, group.size(), group.rank(), gpt2_unit_of);
-  context_ = {&units_, &group, gpt2_stage_units(model_, units_)};
+  // Note [The replicated baseline]: one piece per unit, the whole of it.
+  const bool replicated = stage == 0;
+  piece_ = replicated ? 0 : group.rank();
+  units_ = shard::make_units(*model_, replicated ? 1 : group.size(), piece_, gpt2_unit_of);
+  context_ = {&units_, &group, gpt2_stage_units(model_, units_), replicated};
   check_same_start(units_, group);
   if (stage == 3) {
     shard::keep_only_pieces(units_, group.rank());  // FSDP: at rest, pieces only
@@ -136,7 +163,7 @@ ShardedTrainer::ShardedTrainer(model::Gpt2LMHeadModel model, dist::Group& group,
     }
   }
   meter_ = std::make_unique<shard::UnitGradientHooks>(units_, nullptr);
-  strategy_ = make(stage, context_);
+  strategy_ = replicated ? std::make_unique<ReplicatedStrategy>(context_) : make(stage, context_);
   if (stage == 3) {
     piece_norms_ = exchange_piece_norms(units_, group);  // Note [A gather that puts pieces in the wrong place]
     gather_checked_.assign(units_.size(), false);
@@ -179,7 +206,7 @@ void ShardedTrainer::check_gathered(int64_t stage) {
 }
 
 std::unique_ptr<torch::optim::AdamW> ShardedTrainer::make_optimizer(const train::OptimizerOptions& options) {
-  return shard::make_shard_adamw(units_, group_.rank(), options);
+  return shard::make_shard_adamw(units_, piece_, options);
 }
 
 train::StepFunction ShardedTrainer::step(std::optional<train::RankDumpPlan> dump) {
@@ -190,7 +217,9 @@ train::StepFunction ShardedTrainer::step(std::optional<train::RankDumpPlan> dump
     after_reduce = [this, plan](const train::StepInput& input) {
       if (input.step != plan->step) return;
       io::TensorMap tensors;
-      for (auto& [name, gradient] : shard::whole_gradients(units_, group_)) tensors["grad." + name] = gradient;
+      for (auto& [name, gradient] : shard::whole_gradients(units_, group_, context_.replicated)) {
+        tensors["grad." + name] = gradient;
+      }
       train::write_rank_dump(*plan, train::DumpPoint::kAfterSync, std::move(tensors), *input.rows);
     };
   }
@@ -259,7 +288,9 @@ nlohmann::json ShardedTrainer::summary(const torch::optim::Optimizer& optimizer,
   }
   const int world = group_.size();
   const double rings = stage_ == 3 ? 3.0 : 2.0;
-  const double predicted = rings * (world - 1) / world * static_cast<double>(whole_bytes);
+  // The replicated baseline sends nothing itself: c10d's all_reduce moves its gradient
+  // (all_reduced_bytes_per_step below).
+  const double predicted = stage_ == 0 ? 0.0 : rings * (world - 1) / world * static_cast<double>(whole_bytes);
   const int64_t sent = group_.log().bytes("send");
   // Stages 1 and 2 keep a whole replica on every rank: each rank's sum of its values, gathered,
   // tells the grader whether they still agree (an all-gather forgotten after the update).
@@ -291,7 +322,7 @@ nlohmann::json ShardedTrainer::summary(const torch::optim::Optimizer& optimizer,
           // Every CPU tensor's storage (report/tensor_bytes.h); 0 where the meter is not installed.
           {"peak_tensor_bytes", peak_tensor_bytes_},
           {"resident_tensor_bytes", resident_tensor_bytes_},
-          {"strategy", strategy},
+          {"strategy", stage_ == 0 ? std::string(kReplicatedStrategy) : strategy},
           {"units", units_.size()},
           {"parameters", parameters},
           {"padding", padding},

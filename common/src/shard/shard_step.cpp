@@ -13,11 +13,11 @@
 
 namespace dtlab::shard {
 
-void clip_shard_gradients(std::vector<ShardUnit>& units, double max_norm, dist::Group& group) {
+void clip_shard_gradients(std::vector<ShardUnit>& units, double max_norm, dist::Group& group, bool replicated) {
   torch::NoGradGuard no_grad;
   torch::Tensor squared = torch::zeros({1});
   for (const ShardUnit& unit : units) squared += unit.shard_gradients.pow(2).sum();
-  group.all_reduce(squared, dist::ReduceOp::SUM, "gradient norm");
+  if (!replicated) group.all_reduce(squared, dist::ReduceOp::SUM, "gradient norm");
   const torch::Tensor total = squared.sqrt();
   const torch::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
   for (ShardUnit& unit : units) unit.shard_gradients.mul_(coefficient);
@@ -32,11 +32,13 @@ void gather_units(std::vector<ShardUnit>& units, dist::Group& group) {
   }
 }
 
-std::map<std::string, torch::Tensor> whole_gradients(const std::vector<ShardUnit>& units, dist::Group& group) {
+std::map<std::string, torch::Tensor> whole_gradients(const std::vector<ShardUnit>& units, dist::Group& group,
+                                                     bool replicated) {
   torch::NoGradGuard no_grad;
   std::map<std::string, torch::Tensor> named;
   for (const ShardUnit& unit : units) {
-    const torch::Tensor flat = torch::cat(group.all_gather(unit.shard_gradients, "dump gradients " + unit.name));
+    const torch::Tensor flat = replicated ? unit.shard_gradients
+                                          : torch::cat(group.all_gather(unit.shard_gradients, "dump gradients " + unit.name));
     for (const FlatSegment& s : unit.flat->segments()) named[s.name] = flat.narrow(0, s.offset, s.numel).view(s.shape).clone();
   }
   return named;
@@ -82,7 +84,9 @@ train::StepFunction sharded_step(ShardStrategy& strategy, const ShardContext& co
     if (after_reduce) after_reduce(input);
     {
       RECORD_USER_SCOPE(report::kUpdateScope);
-      if (state.max_grad_norm > 0) clip_shard_gradients(*context.units, state.max_grad_norm, *context.group);
+      if (state.max_grad_norm > 0) {
+        clip_shard_gradients(*context.units, state.max_grad_norm, *context.group, context.replicated);
+      }
       state.optimizer->step();
       state.scheduler->step();
     }

@@ -34,11 +34,27 @@ std::string gpt2_unit_of(const std::string& parameter);
 std::vector<std::vector<size_t>> gpt2_stage_units(const model::Gpt2LMHeadModel& model,
                                                   const std::vector<shard::ShardUnit>& units);
 
+// Note [The replicated baseline]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// --zero_stage 0 is what sharding is measured against: every rank keeps the whole model, its
+// whole averaged gradient and the whole of AdamW's state, as DDP's ranks do, in the same step,
+// the same units and under the same meter as stages 1-3. It is ZeRO-1 with one piece per unit
+// (make_units for a world of 1: this rank's piece is the whole unit), its gradient averaged with
+// c10d's all_reduce (the kit's, not the student's ring), unit by unit after backward, and its
+// clip reading the whole gradient with no sum across ranks (ShardContext::replicated). So its
+// bars differ from ZeRO-1's by exactly what ZeRO-1 shards (AdamW's moments and the averaged
+// gradient divided by the ranks), and the memory model's ZeRO-1 at one rank is its mark. The kit
+// writes it; the student's strategies are stages 1-3.
+inline constexpr const char* kReplicatedStrategy =
+    "replicated (the kit's baseline): every rank holds the whole model, gradient and AdamW state; c10d's "
+    "all_reduce averages the gradient";
+
 // The strategy of a ZeRO stage (1, 2 or 3) for a context: the exercise's (zero_main.cpp).
 using MakeShardStrategy = std::function<std::unique_ptr<shard::ShardStrategy>(int stage, const shard::ShardContext&)>;
 
 class ShardedTrainer {
  public:
+  // stage: 0 (Note [The replicated baseline], the kit's; `make` is not called), 1, 2 or 3.
   // Note [Reading only what a rank keeps]: every rank built the model alike (the same seed, the
   // same checkpoint read whole), and a few bytes prove it (check_same_start, instead of a
   // broadcast of the model). Stage 3 keeps only this rank's pieces; with `pieces_from` (the model
@@ -82,6 +98,7 @@ class ShardedTrainer {
   model::Gpt2LMHeadModel model_;
   dist::Group& group_;
   int stage_;
+  int piece_ = 0;  // the piece of each unit this rank updates: its rank, or 0 (the replicated baseline)
   std::vector<shard::ShardUnit> units_;
   shard::ShardContext context_;
   std::unique_ptr<shard::UnitGradientHooks> meter_;  // the kit's, before the student's hooks

@@ -48,6 +48,9 @@ struct ShardContext {
   // stage_units[s]: the units stage s of the model's forward reads, in order (GPT-2: the
   // embeddings at stage 0, block i at stage i + 1, the head and, tied, the embeddings last).
   std::vector<std::vector<size_t>> stage_units;
+  // Note [The replicated baseline] (lm/zero_step.h): every rank's one piece of a unit is the whole
+  // unit, so the clip and the dump read this rank's pieces alone, with no sum across ranks.
+  bool replicated = false;
 };
 
 // Every unit whole on every rank, gathered from each unit's shard_values with c10d's all_gather
@@ -58,12 +61,15 @@ void gather_units(std::vector<ShardUnit>& units, dist::Group& group);
 // Every parameter's averaged gradient, assembled whole on every rank from each unit's
 // shard_gradients with c10d's all_gather (the kit's), by the parameter's name: what one process's
 // gradient of the global batch is, for the grader's dump of a sharded step. A collective.
-std::map<std::string, torch::Tensor> whole_gradients(const std::vector<ShardUnit>& units, dist::Group& group);
+// replicated (ShardContext::replicated): the pieces are whole already, nothing is gathered.
+std::map<std::string, torch::Tensor> whole_gradients(const std::vector<ShardUnit>& units, dist::Group& group,
+                                                     bool replicated = false);
 
 // LibTorch's clip_grad_norm_ over the whole model's gradient, from the pieces: each rank's squared
 // norm all-reduced, so every rank scales its piece by the same coefficient. The same numbers as one
-// process's clip up to the order of the sums (a few units in the last place).
-void clip_shard_gradients(std::vector<ShardUnit>& units, double max_norm, dist::Group& group);
+// process's clip up to the order of the sums (a few units in the last place). replicated: every
+// rank's pieces are the whole gradient, whose norm needs no all-reduce.
+void clip_shard_gradients(std::vector<ShardUnit>& units, double max_norm, dist::Group& group, bool replicated = false);
 
 // The step above; state.optimizer must be the pieces' (make_shard_adamw of context's units).
 // meter (optional): the kit's measure of the gradient bytes this rank holds, armed before each
