@@ -131,7 +131,12 @@ std::string scale_hint(const io::TensorMap& got, const io::TensorMap& want, int 
 // margin of 1.8. kLossTolerance is no finer net: the same fp16 wire agrees in 20 losses within 3e-7
 // (AdamW's normalised step and the clip hide a rounding of the gradient), so a mistake in the
 // gradients is the gradients check's to catch; the losses check catches what changes an update
-// (a gradient left out, a rank's update lost) and the loss itself, each far above 1e-5.
+// (a gradient left out, a rank's update lost) and the loss itself, each far above 1e-5. Bytes the
+// kit counts from its log of payloads are exact, and zero's and tp's traffic checks allow no
+// difference (Note [The traffic's tolerance] in checks_zero.cpp, Note [The tensor group's
+// tolerance] in checks_tp.cpp: their smallest mistakes, 0.02% and 0.08% of a step's bytes, have
+// mutants); task 4's kTrafficLow/High bound what the network interface counts, headers and
+// retransmissions included, against the payload's formula.
 constexpr double kLossTolerance = 1e-5;      // per-iteration loss vs single-process training
 constexpr double kGradientTolerance = 1e-4;  // max |g - g_full| / max |g_full|
 constexpr double kTrafficLow = 0.95, kTrafficHigh = 1.10;  // measured / expected bytes

@@ -177,7 +177,16 @@ torch::Tensor VocabParallelCrossEntropy::forward(AutogradContext* ctx, const tor
     const torch::Tensor all = torch::cat(group->all_gather(logits.contiguous(), tag + " gather"), -1);
     sum = (all - max.unsqueeze(-1)).exp().sum(-1).contiguous();
   }
-  group->all_reduce(sum, dist::ReduceOp::SUM, tag + " sum of exps");
+  // sum_of_exps_in_double: the sum all-reduced in float64, right in every number, B x T x 4 bytes
+  // more a step: the smallest mistake the traffic check must catch (Note [The tensor group's
+  // tolerance]).
+  if (mutant("sum_of_exps_in_double")) {
+    torch::Tensor wide = sum.to(torch::kFloat64);
+    group->all_reduce(wide, dist::ReduceOp::SUM, tag + " sum of exps");
+    sum = wide.to(sum.scalar_type());
+  } else {
+    group->all_reduce(sum, dist::ReduceOp::SUM, tag + " sum of exps");
+  }
 
   // The target's logit lives on one rank; the others add 0. (Ignored targets, -100, are owned by
   // none.)

@@ -70,6 +70,15 @@ void free_gradient(shard::ShardUnit& unit) {
 void gather_all(const shard::ShardContext& c) {
   if (mutant("no_all_gather") || mutant("does_nothing")) return;  // each rank keeps only its own pieces' updates
   for (shard::ShardUnit& unit : *c.units) ring_all_gather(unit.flat->values(), *c.group, "parameters " + unit.name);
+  // smallest_unit_twice: the smallest unit (GPT-2's head) all-gathered once more, right in every
+  // number: the smallest mistake the traffic check must catch (Note [The traffic's tolerance]).
+  if (mutant("smallest_unit_twice")) {
+    shard::ShardUnit* smallest = &c.units->front();
+    for (shard::ShardUnit& unit : *c.units) {
+      if (unit.flat->layout().padded_numel() < smallest->flat->layout().padded_numel()) smallest = &unit;
+    }
+    ring_all_gather(smallest->flat->values(), *c.group, "parameters " + smallest->name + " again");
+  }
 }
 
 class Zero1 final : public shard::ShardStrategy {
