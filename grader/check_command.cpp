@@ -131,6 +131,10 @@ int check_command(const CheckFlags& f) {
                           (options.sandbox.note.empty() ? "" : " (" + options.sandbox.note + ")");
   fmt::print("grader: checking {} of {} (results in {})\n", fmt::join(exercises, ", "), submission,
              options.results_dir.string());
+  if (!options.reference_cache.empty()) {  // Note [A reference run made once]: said, not silent
+    fmt::print("grader: the kit's reference runs are read from and kept in {} (each run.json names its key)\n",
+               options.reference_cache.string());
+  }
   std::fflush(stdout);
   if (options.sandbox.mode == SandboxMode::kUser) {
     // User mode hides files by their permissions only: what the grader writes from here on (the

@@ -59,13 +59,8 @@ fs::path find_on_path(const std::string& program) {
 std::vector<std::string> sandbox_environment(const std::string& home) {
   std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "TMPDIR=/tmp",
                                   "LANG=C.UTF-8"};
-  for (char** e = environ; *e; ++e) {
-    const std::string var = *e;
-    for (const char* prefix : {"OMP_", "MKL_", "OPENBLAS_", "CUDA_VISIBLE_DEVICES=", "NCCL_", "GLOO_", "TORCH_",
-                               "DTLAB_", "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=", "TSAN_OPTIONS="}) {
-      if (var.rfind(prefix, 0) == 0) env.push_back(var);
-    }
-  }
+  const std::vector<std::string> passed = environment_passed_to_runs();
+  env.insert(env.end(), passed.begin(), passed.end());
   return env;
 }
 
@@ -363,8 +358,14 @@ const std::vector<std::string> kKept = {"output", "dump", "logs"};
 }  // namespace
 
 std::vector<std::string> environment_passed_to_runs() {
-  std::vector<std::string> env = sandbox_environment("");
-  env.erase(env.begin(), env.begin() + 4);  // the fixed PATH, HOME, TMPDIR and LANG
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string var = *e;
+    for (const char* prefix : {"OMP_", "MKL_", "OPENBLAS_", "CUDA_VISIBLE_DEVICES=", "NCCL_", "GLOO_", "TORCH_",
+                               "DTLAB_", "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=", "TSAN_OPTIONS="}) {
+      if (var.rfind(prefix, 0) == 0) env.push_back(var);
+    }
+  }
   return env;
 }
 
