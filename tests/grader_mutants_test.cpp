@@ -46,6 +46,13 @@ const std::vector<Mutant> kTask2bMutants = {
      "shorter float", 120},
 };
 
+// Task 4's measured check reads the interface's counters against the student's model: the
+// smallest mistake of the formula's factors (Note [What each tolerance must catch]) leaves the
+// band. The model check catches it too, exactly; this proves the band bites on its own.
+const std::vector<Mutant> kTask4Mutants = {
+    {"task4", "whole_tensor_twice", "measured", "wrong number", "measured / expected = 0.75", 120},
+};
+
 // The original assignment's tests passed when every rank held the whole data set and when no
 // gradient existed at all; these are the mistakes its checks could not see, and more.
 const std::vector<Mutant> kDpMutants = {
@@ -73,6 +80,8 @@ const std::vector<Mutant> kPipelineMutants = {
     {"pipeline", "group_by_device", "split", "wrong number", "returns to an earlier device starts a new partition", 120},
     // a parameter that backward never reaches is named as missing, not as a wrong value.
     {"pipeline", "block_without_grad", "transparency", "wrong number", "transformer.h.0.attn.c_attn.bias has no gradient", 120},
+    // The smallest mistake the transparency check's tolerance must catch (Note [The Pipe's tolerance]).
+    {"pipeline", "half_precision_hand_off", "transparency", "wrong number", "the Pipe's logits differ from the model's by", 120},
     // The driver checks clock_cycles before the first step (check_pipe_schedules).
     {"pipeline", "schedule_off_by_one", "losses", "error", "clock_cycles(1, 3) cannot drive the Pipe: forward schedule of 3 ticks: task (micro-batch 0, stage 2) is missing", 180},
     {"pipeline", "no_clear", "errors", "wrong number", "the same Pipe's next forward failed or was wrong", 120},
@@ -147,6 +156,9 @@ const std::vector<Mutant> kTpMutants = {
     {"tp", "sum_of_exps_in_double", "traffic", "wrong number", "1.00 B x T floats more a step", 120},
     // GPT-2's biases start at zero: step 1 agrees, step 2 does not.
     {"tp", "bias_on_every_rank", "losses-2", "wrong number", "Is each row-parallel bias added once, after g?", 120},
+    // Right in every loss; the smallest mistake the replicas check must catch (Note [The replicas'
+    // tolerance]).
+    {"tp", "bias_on_rank_zero", "replicas", "wrong number", "rank 1's replicated parameters (wpe, the layer norms", 120},
     {"tp", "contiguous_c_attn", "gradients-2", "wrong number", "not one contiguous slice of the 3 x n_embd columns", 120},
     {"tp", "gathered_logits", "losses-2", "wrong number", "log 2 = 0.693147 too high", 120},
     {"tp", "padding_counted", "gradients-4", "wrong number", "the vocabulary of 1482 is padded to 1484", 120},
@@ -163,6 +175,7 @@ const std::vector<Mutant> kTpMutants = {
 
 std::string mutants_binary(const std::string& exercise) {
   if (exercise == "tp") return DTLAB_PROGRAM("tp-mutants");
+  if (exercise == "task4") return DTLAB_PROGRAM("task4-mutants");
   if (exercise == "zero") return DTLAB_PROGRAM("zero-mutants");
   if (exercise == "pipeline") return DTLAB_PROGRAM("pipeline-mutants");
   if (exercise == "pp") return DTLAB_PROGRAM("pp-mutants");
@@ -323,6 +336,7 @@ std::string test_name(const ::testing::TestParamInfo<Mutant>& p) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Task2b, GraderMutants, ::testing::ValuesIn(kTask2bMutants), test_name);
+INSTANTIATE_TEST_SUITE_P(Task4, GraderMutants, ::testing::ValuesIn(kTask4Mutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Dp, GraderMutants, ::testing::ValuesIn(kDpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Pipeline, GraderMutants, ::testing::ValuesIn(kPipelineMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Pp, GraderMutants, ::testing::ValuesIn(kPpMutants), test_name);

@@ -99,9 +99,16 @@ std::unique_ptr<Pipe> prepare_pipeline_parallel(model::Gpt2LMHeadModel model, co
     // block_without_grad: block 0's output detached, so backward never reaches block 0 (nor the
     // position embeddings before it); every other gradient is right.
     const bool detached = mutant("block_without_grad") && s == 1;
+    // half_precision_hand_off: each activation that moves to another device rounded to fp16 and
+    // back (as a wire of half the bytes would carry it; its gradient likewise on the way back): the
+    // smallest mistake the transparency check must catch (Note [The Pipe's tolerance] in
+    // grader/checks_pipeline.cpp).
+    const bool half = mutant("half_precision_hand_off") && s + 1 < model->num_stages() &&
+                      devices.at(static_cast<size_t>(s)) != devices.at(static_cast<size_t>(s + 1));
     layers.push_back({name,
-                      [model, s, detached](const torch::Tensor& x) mutable {
+                      [model, s, detached, half](const torch::Tensor& x) mutable {
                         const torch::Tensor y = model->forward_stage(s, x);
+                        if (half) return y.to(torch::kHalf).to(y.scalar_type());
                         return detached ? y.detach() : y;
                       },
                       devices.at(static_cast<size_t>(s))});

@@ -83,6 +83,13 @@ torch::Tensor row_parallel_linear(const torch::Tensor& x, const torch::Tensor& w
   // no_row_all_reduce: the partial product returned as it is; bias_on_every_rank: added before g.
   if (mutant("no_row_all_reduce")) return bias.defined() ? local + bias : local;
   if (mutant("bias_on_every_rank")) return reduce_from_tensor_parallel(bias.defined() ? local + bias : local, group, tag);
+  // bias_on_rank_zero: the bias added by tensor rank 0 before g, so the sum holds it once: right in
+  // every loss, but the other ranks never use their copy (no gradient, never stepped), so the
+  // replicas part: the smallest mistake the replicas check must catch (Note [The replicas'
+  // tolerance] in grader/checks_tp.cpp).
+  if (mutant("bias_on_rank_zero")) {
+    return reduce_from_tensor_parallel(bias.defined() && group.rank() == 0 ? local + bias : local, group, tag);
+  }
   const torch::Tensor y = mutant("f_g_swapped") ? copy_to_tensor_parallel(local, group, tag)
                                                 : reduce_from_tensor_parallel(local, group, tag);
   return bias.defined() ? y + bias : y;
