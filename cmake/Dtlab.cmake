@@ -56,16 +56,16 @@ endfunction()
 # dtlab_task(T): builds `T` from tasks/T and `T-solution` from solutions/T, both with the driver
 # common/drivers/T_main.cpp. `make T` builds and runs the student's version.
 # Each part is compiled once, as an object library, and linked wherever it is needed: the driver
-# (driver-T: T_main.cpp), the kit's code beside it that calls the contract's functions (kit-T: any
-# other common/drivers/T_*.cpp, e.g. the pipeline's probe, tp's model and step) and the reference
+# (driver-T: T_main.cpp, which parses flags and calls one function), the kit's code that calls the
+# contract's functions (kit-T: common/exercises/T/*.cpp, e.g. the pipeline's probe, tp's model and
+# step; it cannot live in the library every program links, since it needs T's functions) and the reference
 # (solution-T), which the suites that test the kit's code with the reference link too
 # (dtlab_test's OBJECTS). The grader compiles a submission with T's own compile and link lines,
 # read from build.ninja (Note [Submission commands] in grader/submission.cpp), outside this build.
 function(dtlab_task name)
   file(GLOB student_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tasks/${name}/*.cpp)
   file(GLOB solution_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/solutions/${name}/*.cpp)
-  file(GLOB kit_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/common/drivers/${name}_*.cpp)
-  list(REMOVE_ITEM kit_sources ${PROJECT_SOURCE_DIR}/common/drivers/${name}_main.cpp)
+  file(GLOB kit_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/common/exercises/${name}/*.cpp)
   add_library(driver-${name} OBJECT ${PROJECT_SOURCE_DIR}/common/drivers/${name}_main.cpp)
   dtlab_target_defaults(driver-${name})
   set(objects $<TARGET_OBJECTS:driver-${name}>)

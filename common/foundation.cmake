@@ -30,6 +30,7 @@ set(DTLAB_FOUNDATION_SOURCES
   ${DTLAB_FOUNDATION_READERS}
   dist/beat.cpp
   dist/netdev.cpp
+  mesh/layout.cpp
   metrics/bleu.cpp
   model/load_report.cpp
   model/ops.cpp

@@ -2,7 +2,7 @@
 // complete, deadlock-free, in an order the wire can pair, GPipe's fill-drain and 1F1B's bounded
 // memory), the losses of 20 steps of GPipe, 1F1B and data x pipeline against the kit's
 // single-process run, and the activations each stage rank stored. The first judges what
-// `pp --probe schedules` recorded (common/drivers/pp_probe.cpp) with the kit's simulator
+// `pp --probe schedules` recorded (common/exercises/pp/probe.cpp) with the kit's simulator
 // (pipeline/simulate.h); the grader holds its own answer.
 #include <fmt/format.h>
 

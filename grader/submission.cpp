@@ -134,8 +134,8 @@ std::string join_words(const std::vector<std::string>& words) {
 }
 
 // Note [Submission commands]: how the instructor's build compiles and links the exercise's own
-// program (target T: common/drivers/T_*.cpp with tasks/T/*.cpp), read from its build.ninja with
-// `ninja -t commands T`, which reads and runs nothing else. A submission's files compile with the
+// program (target T: common/drivers/T_main.cpp and common/exercises/T/ with tasks/T/*.cpp), read
+// from its build.ninja with `ninja -t commands T`, which reads and runs nothing else. A submission's files compile with the
 // same flags (the kit's include folders, the precompiled header of dtlab_common, which GCC uses
 // when the flags match) into the compile's folder, and link with the same driver objects and
 // libraries, read where the instructor's build made them. Nothing is written into that build.

@@ -35,6 +35,7 @@ while IFS= read -r f; do
     tasks/*/* | solutions/*/*) got=$(cut -d/ -f2 <<<"$f") ;;
     handouts/*.md) got=$(basename "$f" .md); is_exercise "$got" || got=docs ;;
     common/drivers/*) got=$(basename "$f" .cpp); got=${got%%_*} ;;
+    common/exercises/*/*) got=$(cut -d/ -f3 <<<"$f") ;;
     common/include/dtlab/tasks/*.h) got=$(basename "$f" .h) ;;
     common/src/glue/* | common/include/dtlab/glue/*) got=task1 ;;
     common/src/tooling/* | common/include/dtlab/tooling/*) got=grader ;;

@@ -86,6 +86,9 @@ TEST(TensorParallel, TensorTimesDataEqualsOneProcessAndSavesItsFolder) {
   EXPECT_EQ(t.at("dp"), 2);
   EXPECT_NE(grid.exits[0].output.find("batch 7 x 2 replicas = 14,"), std::string::npos) << grid.exits[0].output;
   EXPECT_NE(grid.exits[0].output.find("grid        TP 2 x DP 2"), std::string::npos) << grid.exits[0].output;
+  // The device mesh's groups, tensor fastest (Note [The mesh's order]).
+  EXPECT_NE(grid.exits[0].output.find("mesh        data 2 x tensor 2: data {0, 2} {1, 3}; tensor {0, 1} {2, 3}"),
+            std::string::npos) << grid.exits[0].output;
   // Rank 0 saved the whole model, gathered from the shards: one process's folder.
   const dtlab::io::TensorMap want = dtlab::io::load_safetensors(one.out / "model.safetensors");
   const dtlab::io::TensorMap got = dtlab::io::load_safetensors(grid.out / "model.safetensors");

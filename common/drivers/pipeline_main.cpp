@@ -1,6 +1,6 @@
 // pipeline and pipeline-solution: GPT-2 trained through the student's GPipe pipeline
 // (dtlab/tasks/pipeline.h) on the translation data, or, with --probe, the grader's exercises of
-// that pipeline (pipeline_probe.cpp).
+// that pipeline (common/exercises/pipeline/probe.cpp).
 #include <fmt/format.h>
 
 #include <memory>
@@ -10,7 +10,7 @@
 #include "dtlab/tasks/pipeline.h"
 
 namespace dtlab::pipeline {
-int run_probe(const lm::LmOptions& options);  // pipeline_probe.cpp
+int run_probe(const lm::LmOptions& options);  // common/exercises/pipeline/probe.cpp
 
 // The schedules a Pipe of `micro_batches` micro-batches over `partitions` partitions runs: the
 // student's clock_cycles(m, n) for every m up to micro_batches (torch::chunk cuts a small batch

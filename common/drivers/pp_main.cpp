@@ -4,7 +4,7 @@
 #include "dtlab/tasks/pp.h"
 
 namespace dtlab::pp {
-int run_probe(const lm::LmOptions& options);  // pp_probe.cpp
+int run_probe(const lm::LmOptions& options);  // common/exercises/pp/probe.cpp
 }
 
 int main(int argc, char** argv) {

@@ -32,8 +32,9 @@ StageGrid plan_stage_grid(int world, int rank, int stages, int micro_batches, pi
   g.pipelines = world / stages;
   g.micro_batches = micro_batches;
   g.schedule = schedule;
-  g.stage = rank % stages;
-  g.pipeline = rank / stages;
+  g.layout = mesh::MeshLayout(mesh::MeshShape({{mesh::kData, g.pipelines}, {mesh::kPipeline, stages}}));
+  g.stage = g.layout.coordinate(rank, mesh::kPipeline);
+  g.pipeline = g.layout.coordinate(rank, mesh::kData);
   g.layer_stages = std::move(layer_stages);
   return g;
 }
@@ -55,9 +56,8 @@ StageRankTrainer::StageRankTrainer(StageRankParts parts, StageGrid grid, model::
   if (my_layers_.empty()) throw Error(fmt::format("stage {} holds no layer of GPT-2", grid_.stage));
   shares_tied_weight_ = tied && grid_.stages > 1 && (grid_.stage == 0 || grid_.stage == grid_.stages - 1);
   if (grid_.pipelines > 1) {
-    std::vector<int> members;
-    for (int p = 0; p < grid_.pipelines; ++p) members.push_back(grid_.rank_of(p, grid_.stage));
-    stage_group_ = dist::new_group(world_, members, fmt::format("stage {}'s data-parallel group", grid_.stage));
+    stage_group_ = dist::new_group(world_, grid_.layout.group(world_.rank(), mesh::kData),
+                                   fmt::format("stage {}'s data-parallel group", grid_.stage));
   }
 }
 

@@ -22,6 +22,7 @@
 #include "dtlab/lm/loss.h"
 #include "dtlab/lm/model.h"
 #include "dtlab/lm/zero_step.h"
+#include "dtlab/mesh/device_mesh.h"
 #include "dtlab/report/process_memory.h"
 #include "dtlab/report/tensor_bytes.h"
 #include "dtlab/pipeline/gpt2_layout.h"
@@ -100,8 +101,10 @@ bool fsdp_reads_pieces(const LmOptions& o, const LmExercise& ex) {
 
 // The model on every rank and how its gradients travel. A data-parallel run starts every rank
 // from rank 0's weights (the kit's part: ranks that drew different ones would never agree).
+// data: the mesh's data group (data-parallel exercises), else null.
 std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExercise& ex,
-                                                 train::Run& run, const tokenizer::Gpt2Tokenizer& tokenizer,
+                                                 train::Run& run, dist::Group* data,
+                                                 const tokenizer::Gpt2Tokenizer& tokenizer,
                                                  const LmTokenIds& ids, LmTrainState& state,
                                                  model::LoadReport& report) {
   // Note [Reading only what a rank keeps]: an FSDP rank reads its pieces of the checkpoint itself
@@ -110,15 +113,15 @@ std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExe
   state.module = state.model.ptr();
   state.module->to(run.device);  // the pipeline places its stages itself (pipeline::place_layers)
   // Data parallel: the loss of each rank is its share of the union's (Note [Data-parallel loss]).
-  state.loss = translation_loss(state.model, ex.data_parallel ? run.group.get() : nullptr);
+  state.loss = translation_loss(state.model, data);
   std::unique_ptr<train::GradientSync> sync = train::no_sync();
   // Stages as ranks and tensor parallelism: each rank keeps its part of rank 0's model.
   if ((ex.stage_ranks || ex.tensor_parallel) && run.group) dist::broadcast_module_state(*state.module, *run.group);
   if (ex.data_parallel) {
     // Sharded ranks drew or read alike and prove it for a few bytes (ShardedTrainer's
     // check_same_start): a broadcast would hold a flat copy of the whole model on every rank.
-    if (!ex.sharded) dist::broadcast_module_state(*state.module, *run.group);
-    sync = train::sync_after_backward(ex.data_parallel->average_gradients, *state.module, *run.group,
+    if (!ex.sharded) dist::broadcast_module_state(*state.module, *data);
+    sync = train::sync_after_backward(ex.data_parallel->average_gradients, *state.module, *data,
                                       "average_gradients");
   }
   torch::manual_seed(o.seed);  // dropout draws the same on every rank
@@ -158,10 +161,11 @@ void check_equal_steps(train::Run& run, const RankShare& share) {
   }
 }
 
-Reading rank_reading(const LmOptions& o, const LmExercise& ex, train::Run& run, const train::Dataset& all) {
+Reading rank_reading(const LmOptions& o, const LmExercise& ex, train::Run& run, dist::Group* data,
+                     const train::Dataset& all) {
   if (ex.data_parallel) {
     const int64_t global = batch_per_rank(o, run.world()) * run.world();
-    RankShare share = ex.data_parallel->partition(all, *run.group, global, o.seed);
+    RankShare share = ex.data_parallel->partition(all, *data, global, o.seed);
     if (!share.data) throw Error(ex.name + ": the partition holds no data set (a bug of the driver)");
     if (static_cast<int64_t>(share.indices.size()) != share.data->size()) {
       throw Error(fmt::format("rank {}: the partition holds {} indices but its size() is {}: a partition has as "
@@ -275,6 +279,7 @@ void print_stage_grid(const StageGrid& g) {
   fmt::print("  stages      {} stage ranks x {} micro-batch{}, schedule {}, {} pipeline{}{}: {}\n", g.stages,
              g.micro_batches, g.micro_batches == 1 ? "" : "es", pipeline::schedule_kind_name(g.schedule), g.pipelines,
              g.pipelines == 1 ? "" : "s", g.pipelines > 1 ? " (data parallel)" : "", layout);
+  fmt::print("  mesh        {}: {}\n", g.layout.shape().describe(), g.layout.describe_groups());
   std::fflush(stdout);
 }
 
@@ -344,6 +349,10 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   train::SetupFunction setup = ex.data_parallel ? ex.data_parallel->setup : nullptr;
   if (ex.stage_ranks || ex.tensor_parallel) setup = dist::init_process_group;  // the kit joins the ranks
   train::start_run(run, setup, o.threads);
+  // The data-parallel exercises' mesh: one data axis, the world (mesh/device_mesh.h); tp's and pp's
+  // are their grids'.
+  std::optional<mesh::DeviceMesh> data_mesh;
+  if (ex.data_parallel && run.group) data_mesh.emplace(*run.group, mesh::MeshShape({{mesh::kData, run.world()}}));
 
   // Tokenizer and data, tokenised once; then the model and how its gradients travel.
   const tokenizer::Gpt2Tokenizer tokenizer = load_tokenizer(o);
@@ -352,10 +361,11 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   LmTrainState state;
   model::LoadReport load_report;
   run.after_startup = report::read_process_memory();  // Note [Memory a rank holds]: the data read, no model yet
-  const std::unique_ptr<train::GradientSync> sync = build_model(o, ex, run, tokenizer, ids, state, load_report);
+  const std::unique_ptr<train::GradientSync> sync =
+      build_model(o, ex, run, data_mesh ? &data_mesh->group(mesh::kData) : nullptr, tokenizer, ids, state, load_report);
 
   const LmDataset all(d.train);
-  const Reading reading = rank_reading(o, ex, run, all);
+  const Reading reading = rank_reading(o, ex, run, data_mesh ? &data_mesh->group(mesh::kData) : nullptr, all);
   const RankShare& share = reading.share;
   // Stages as ranks: every stage of a pipeline reads the same rows; the pipelines share the data
   // set as data-parallel ranks do (the sampler's shards).
@@ -388,7 +398,8 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   // Sharded (zero): the units, AdamW on this rank's pieces, the student's strategy (lm/zero_step.h).
   std::unique_ptr<ShardedTrainer> sharded;
   if (ex.sharded) {
-    sharded = std::make_unique<ShardedTrainer>(state.model, *run.group, o.zero_stage, ex.sharded->make_strategy,
+    sharded = std::make_unique<ShardedTrainer>(state.model, data_mesh->group(mesh::kData), o.zero_stage,
+                                               ex.sharded->make_strategy,
                                                fsdp_reads_pieces(o, ex) ? fs::path(o.model_name_or_path) : fs::path());
     state.optimizer = sharded->make_optimizer({o.learning_rate, o.weight_decay});
     state.forward_reading = [&sharded] { return sharded->gather_finding(); };
@@ -426,6 +437,9 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     const std::string notice = o.model_config.empty() ? load_report.describe(o.model_name_or_path) : "";
     print_banner(o, run, state, plan, tokenizer, d, share.data->size(), notice, readers,
                  grid ? "pipeline" : split ? "replica" : "rank");
+    if (data_mesh) {
+      fmt::print("  mesh        {}: {}\n", data_mesh->shape().describe(), data_mesh->layout().describe_groups());
+    }
   }
   // The pipeline exercise: the same model, its forward and backward run by the student's Pipe.
   std::optional<PipelinedModel> pipelined;

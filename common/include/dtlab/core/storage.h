@@ -1,6 +1,6 @@
 // A tensor's memory given back and made again while the tensor keeps its identity, shape and
 // place in a module: what FSDP does to a unit between its stages (shard/flat_parameters.h) and tp
-// to the whole model between evaluations (tp_trainer.cpp). Reading a released tensor's values
+// to the whole model between evaluations (common/exercises/tp/trainer.cpp). Reading a released tensor's values
 // is LibTorch's "storage of size 0" error, never a read of freed memory.
 #pragma once
 

@@ -58,7 +58,7 @@ struct LmOptions {
   // The pipeline exercise only: GPT-2's layers on `stages` workers (1: the model as it is), the
   // batch in `micro_batches` (1: plain model parallelism), layers per stage (empty: balanced by
   // the kit, pipeline/gpt2_layout.h); probe: a grading aid that exercises the student's pipeline
-  // on synthetic layers instead of training (common/drivers/pipeline_probe.cpp).
+  // on synthetic layers instead of training (common/exercises/pipeline/probe.cpp).
   int stages = 2;
   int micro_batches = 4;
   std::vector<int> balance;

@@ -27,6 +27,7 @@
 #include "dtlab/dist/group.h"
 #include "dtlab/model/gpt2.h"
 #include "dtlab/pipeline/stage_schedule.h"
+#include "dtlab/mesh/layout.h"
 #include "dtlab/pipeline/stage_step.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/rank_dump.h"
@@ -44,15 +45,17 @@ struct StageRankParts {
   std::function<int(const LmOptions&)> probe;
 };
 
-// The grid: world = pipelines x stages, rank = pipeline * stages + stage, so that a pipeline's
-// stages are neighbouring ranks (on one host with local ranks, the activations stay local).
+// The grid: the device mesh data (pipelines) x pipeline (stages) in that order (mesh/layout.h,
+// Note [The mesh's order]), rank = pipeline * stages + stage, so that a pipeline's stages are
+// neighbouring ranks (on one host with local ranks, the activations stay local).
 struct StageGrid {
   int stages = 1, pipelines = 1, micro_batches = 1;
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::k1F1B;
-  int stage = 0, pipeline = 0;    // this rank's place
+  int stage = 0, pipeline = 0;    // this rank's place: its pipeline and data coordinates
   std::vector<int> layer_stages;  // the stage of each of GPT-2's layers (Note [Stages])
   std::chrono::milliseconds action_sleep{0};  // --stage_sleep_ms (a grading aid)
-  int rank_of(int pipeline_index, int stage_index) const { return pipeline_index * stages + stage_index; }
+  mesh::MeshLayout layout{mesh::MeshShape({{mesh::kData, 1}, {mesh::kPipeline, 1}})};
+  int rank_of(int pipeline_index, int stage_index) const { return layout.rank_of({pipeline_index, stage_index}); }
 };
 
 // The tied embedding's gradient summed between the first stage and the last of one pipeline: each
