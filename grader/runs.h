@@ -22,16 +22,16 @@ namespace dtlab::grader {
 
 // Once a rank of a run has failed, the others get the collective timeout (--timeout) plus this
 // long to stop by themselves (they notice at their next collective, or when it times out) before
-// they count as hung and are killed. README.md and `grader check --help` state this number;
-// grader_docs_test holds them to it.
+// they count as hung and are killed. The instructors' guide (docs/instructors/README.md) and
+// `grader check --help` state this number; grader_docs_test holds them to it.
 inline constexpr double kFailureGraceSeconds = 5;
 
 // Note [A run that stalls] (launch.cpp): a distributed run in which no rank starts a step or an
 // operation for max(stall_floor_seconds(--timeout), kStallFactor x the run's longest pause so far)
 // is stopped as a hang, long before --run-timeout. The floor is at least the collective timeout
 // plus the grace, so that a rank waiting in a collective times out by itself first (with the
-// kit's own words on who stopped), and never under kStallFloorSeconds. README.md states these
-// numbers; grader_docs_test holds it to them.
+// kit's own words on who stopped), and never under kStallFloorSeconds. The instructors' guide
+// (docs/instructors/README.md) states these numbers; grader_docs_test holds it to them.
 inline constexpr double kStallFloorSeconds = 20;
 inline constexpr double kStallFactor = 4;
 double stall_floor_seconds(double collective_timeout);

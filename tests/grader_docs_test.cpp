@@ -1,4 +1,4 @@
-// What README.md's "For instructors" section (and the students' README, docs/STUDENTS.md) says
+// What the instructors' guide, docs/instructors/README.md (and the READMEs), says
 // about the grader, held to the grader's own constants, so the prose cannot drift from the code:
 // the grace the other ranks get after one fails, where a partial grading (--only) goes, and a
 // class loop that grades exercises that exist.
@@ -22,16 +22,12 @@ namespace grader_docs_test {
 namespace fs = std::filesystem;
 
 // A student release (no solutions/) has the students' README (docs/STUDENTS.md, written as
-// README.md), which has no instructors' section.
+// README.md) and no instructors' guide (docs/instructors/ stays out of it).
 bool is_student_release() { return !fs::is_directory(fs::path(DTLAB_SOURCE_DIR) / "solutions"); }
 
-// The README from "## For instructors" to the next "## " heading.
+// The instructors' guide, whole.
 std::string instructors_section() {
-  const std::string readme = dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "README.md");
-  const size_t start = readme.find("\n## For instructors\n");
-  EXPECT_NE(start, std::string::npos) << "README.md has no \"## For instructors\" section";
-  if (start == std::string::npos) return "";
-  return readme.substr(start, readme.find("\n## ", start + 1) - start);
+  return dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "docs" / "instructors" / "README.md");
 }
 
 // The text as one line: a sentence a check looks for may be wrapped anywhere.
@@ -42,24 +38,24 @@ bool contains(const std::string& haystack, const std::string& needle) {
 }
 
 TEST(GraderDocs, TheGraceAfterAFailureIsTheCodesNumber) {
-  if (is_student_release()) GTEST_SKIP() << "a student release's README has no instructors' section";
+  if (is_student_release()) GTEST_SKIP() << "a student release has no instructors' guide";
   const std::string section = instructors_section();
   const std::regex said("`--timeout` \\+ ([0-9.]+) s");
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(section, m, said)) << "README.md no longer says the grace as `--timeout` + N s";
+  ASSERT_TRUE(std::regex_search(section, m, said)) << "docs/instructors/README.md no longer says the grace as `--timeout` + N s";
   EXPECT_EQ(std::stod(m[1].str()), dtlab::grader::kFailureGraceSeconds)
-      << "README.md says `--timeout` + " << m[1].str() << " s; grader/runs.h's kFailureGraceSeconds is "
+      << "docs/instructors/README.md says `--timeout` + " << m[1].str() << " s; grader/runs.h's kFailureGraceSeconds is "
       << dtlab::grader::kFailureGraceSeconds;
 }
 
 // Note [A run that stalls] (grader/launch.cpp): the bound after which a run without progress is
-// stopped, as README.md states it, is the one grader/runs.h applies.
+// stopped, as the instructors' guide states it, is the one grader/runs.h applies.
 TEST(GraderDocs, TheStallBoundIsTheCodesNumbers) {
-  if (is_student_release()) GTEST_SKIP() << "a student release's README has no instructors' section";
+  if (is_student_release()) GTEST_SKIP() << "a student release has no instructors' guide";
   const std::string section = one_line(instructors_section());
   const std::regex said("for the longer of `--timeout` \\+ ([0-9.]+) s \\(at least ([0-9.]+) s\\) and ([0-9.]+) times");
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(section, m, said)) << "README.md no longer states the stall bound:\n" << section;
+  ASSERT_TRUE(std::regex_search(section, m, said)) << "docs/instructors/README.md no longer states the stall bound:\n" << section;
   EXPECT_EQ(std::stod(m[1].str()), dtlab::grader::kFailureGraceSeconds);
   EXPECT_EQ(std::stod(m[2].str()), dtlab::grader::kStallFloorSeconds);
   EXPECT_EQ(std::stod(m[3].str()), dtlab::grader::kStallFactor);
@@ -71,11 +67,11 @@ TEST(GraderDocs, TheStallBoundIsTheCodesNumbers) {
 // Note [What a grading keeps] (grader/runs.h): the instructor reads there what a grading removes
 // and how to keep it.
 TEST(GraderDocs, WhatAGradingKeepsIsSaid) {
-  if (is_student_release()) GTEST_SKIP() << "a student release's README has no instructors' section";
+  if (is_student_release()) GTEST_SKIP() << "a student release has no instructors' guide";
   const std::string section = instructors_section();
   EXPECT_TRUE(contains(section, "`--keep-runs` keeps it")) << section;
   for (const char* kept : {"`run.json`", "`sandbox.log`", "`output/results.json`", "heartbeats"}) {
-    EXPECT_TRUE(contains(section, kept)) << "README.md's For instructors no longer says a grading keeps " << kept;
+    EXPECT_TRUE(contains(section, kept)) << "docs/instructors/README.md no longer says a grading keeps " << kept;
   }
 }
 
@@ -96,11 +92,11 @@ TEST(GraderDocs, APartialGradingGoesWhereTheReadmesSay) {
 // The loop an instructor copies names the exercises it grades, each one the kit has: `check all`
 // would mark a class on every exercise of the kit.
 TEST(GraderDocs, TheClassLoopGradesNamedExercisesThatExist) {
-  if (is_student_release()) GTEST_SKIP() << "a student release's README has no instructors' section";
+  if (is_student_release()) GTEST_SKIP() << "a student release has no instructors' guide";
   const std::string section = instructors_section();
   const std::regex loop("for d in submissions/[^\\n]*\\n[^\\n]*grader\" check ([a-z0-9,]+) --submission \"\\$d\"");
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(section, m, loop)) << "no class loop in README.md's For instructors:\n" << section;
+  ASSERT_TRUE(std::regex_search(section, m, loop)) << "no class loop in docs/instructors/README.md:\n" << section;
   const std::string which = m[1].str();
   EXPECT_NE(which, "all");
   EXPECT_TRUE(contains(which, ",")) << "the loop should show how to name several exercises: " << which;

@@ -204,16 +204,16 @@ TEST(Grader, ASecondGradingReadsTheReferenceRunFromTheCache) {
   EXPECT_TRUE(fs::is_directory(dir / "cache" / reference_cache[1]));
 }
 
-// `grader check --help` says what the README says: the grace after a failure (grader_docs_test
-// holds the README to the code's number) and where --only writes.
+// `grader check --help` says what the instructors' guide says: the grace after a failure
+// (grader_docs_test holds the guide to the code's number) and where --only writes.
 TEST(Grader, HelpSaysTheGraceAfterAFailureAndWhereOnlyWrites) {
   const ProcessResult r = grade({"check", "--help"}, 60);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string readme = dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "README.md");
+  const std::string readme = dtlab::io::read_file(fs::path(DTLAB_SOURCE_DIR) / "docs" / "instructors" / "README.md");
   const size_t at = readme.find("`--timeout` + ");
   ASSERT_NE(at, std::string::npos);
   const std::string grace = readme.substr(at + 14, readme.find(" s", at + 14) - at - 14);
-  EXPECT_NE(r.output.find("--timeout + " + grace + " s"), std::string::npos) << "README says + " << grace << " s:\n"
+  EXPECT_NE(r.output.find("--timeout + " + grace + " s"), std::string::npos) << "the guide says + " << grace << " s:\n"
                                                                               << r.output;
   EXPECT_NE(r.output.find("written to RESULTS/only/"), std::string::npos) << r.output;
 }

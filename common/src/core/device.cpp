@@ -24,7 +24,7 @@ CudaAvailability cuda_availability() {
 std::string why_no_cuda(const CudaAvailability& cuda) {
   if (!cuda.in_libtorch) {
     return std::string("this build of dtlab has no CUDA (") + DTLAB_TORCH_DESCRIPTION +
-           "): build it against a CUDA torch (README, A GPU node)";
+           "): build it against a CUDA torch (docs/SETUP.md, A GPU node)";
   }
   if (cuda.devices > 0) return "";
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");

@@ -116,7 +116,7 @@ Settings resolve_settings(const LaunchFlags& flags, const Environment& env) {
 #ifndef USE_C10D_NCCL
   if (s.backend == "nccl") {
     throw Error("--backend nccl: this LibTorch was built without NCCL (CPU only); use --backend "
-                "gloo, or build dtlab against a CUDA LibTorch (see README, A GPU node)");
+                "gloo, or build dtlab against a CUDA LibTorch (see docs/SETUP.md, A GPU node)");
   }
 #endif
   if (!(flags.timeout_seconds > 0)) throw Error("--timeout must be positive");
