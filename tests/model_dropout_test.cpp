@@ -1,7 +1,8 @@
 // Note [Dropout's mask]: the kit's dropout draws the same mask as at::dropout from the same
 // generator, leaves the generator where at::dropout leaves it, and gives the same gradients.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 

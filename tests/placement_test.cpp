@@ -2,7 +2,8 @@
 // the ranks of a group hold every index once. The tp checks stand on it (Note [Answers found, not
 // written] in grader/checks_tp.cpp), so a wrong placement would pay or dock a layout unfairly.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <string>
 #include <vector>

@@ -3,7 +3,9 @@
 // the pipeline's stage workers.
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/torch.h>
+#include <torch/optim/adamw.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <set>
 

@@ -2,7 +2,8 @@
 #include "dtlab/lm/pp_step.h"
 
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <cmath>
