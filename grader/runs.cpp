@@ -86,9 +86,12 @@ const Run& Runner::run(const RunRequest& request) {
   spec.grace_seconds = o.collective_timeout + kFailureGraceSeconds;
   const bool distributed = !single_process(request.exercise);
   if (trains_gpt2(request.exercise)) {
-    spec.args = {"--model_name_or_path", (o.fixtures / "gpt2-tiny").string(), "--data_dir",
-                 (o.fixtures / "translation").string(), "--output_dir", output, "--overwrite_output_dir",
-                 "--no_save"};
+    // A request for a shape (--model_config) draws the model at random, with the fixture's
+    // tokenizer; any other trains the fixture's GPT-2.
+    const bool shape = std::find(request.flags.begin(), request.flags.end(), "--model_config") != request.flags.end();
+    spec.args = {shape ? "--tokenizer_dir" : "--model_name_or_path", (o.fixtures / "gpt2-tiny").string(),
+                 "--data_dir", (o.fixtures / "translation").string(), "--output_dir", output,
+                 "--overwrite_output_dir", "--no_save"};
     // Seed 42 unless the request sets its own (the partition check draws with another).
     if (std::find(request.flags.begin(), request.flags.end(), "--seed") == request.flags.end()) {
       spec.args.insert(spec.args.end(), {"--seed", "42"});

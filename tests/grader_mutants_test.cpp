@@ -124,6 +124,9 @@ const std::vector<Mutant> kZeroMutants = {
     {"zero", "never_frees", "memory", "wrong number", "that is the whole model", 180},
     // Every unit gathered at once before backward: the forward and the traffic are right.
     {"zero", "gathers_all_before_backward", "memory", "wrong number", "whole parameters at once in the backward", 180},
+    // One block past the bound, right in every number: the smallest mistake the memory bound must
+    // catch (Note [A shape where the bound bites]).
+    {"zero", "freed_two_stages_late", "memory", "wrong number", "whole parameters at once in the forward", 180},
     {"zero", "gathers_again", "traffic", "wrong number", "a unit gathered more often than needed", 180},
     // Note [The traffic's tolerance]: the head gathered twice, 0.02% more bytes.
     {"zero", "smallest_unit_twice", "traffic", "wrong number", "+688 from the", 180},

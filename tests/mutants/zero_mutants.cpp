@@ -128,8 +128,17 @@ class Fsdp final : public shard::ShardStrategy {
   }
   void after_stage(int64_t stage, const torch::Tensor& output) override {
     const std::vector<size_t>& units = c_.stage_units[static_cast<size_t>(stage)];
-    for (size_t u : units) {
-      if (last_stage_[u] == stage || mutant("freed_before_backward")) release(u);
+    // freed_two_stages_late: a unit freed two stages after the last that reads it, so three blocks
+    // are whole at once: the smallest mistake the memory check's bound must catch (Note [A shape
+    // where the bound bites] in grader/checks_zero.cpp); right in every loss and byte sent.
+    if (mutant("freed_two_stages_late")) {
+      for (size_t u = 0; u < last_stage_.size(); ++u) {
+        if (last_stage_[u] == stage - 2) release(u);
+      }
+    } else {
+      for (size_t u : units) {
+        if (last_stage_[u] == stage || mutant("freed_before_backward")) release(u);
+      }
     }
     // freed_before_backward: nothing gathers a unit again before its backward, which reads it.
     if (output.requires_grad() && !mutant("freed_before_backward")) {

@@ -19,7 +19,7 @@ void add_model_and_data_flags(CLI::App& app, LmOptions& o) {
   app.add_option("--model_name_or_path", o.model_name_or_path,
                  "Hugging Face GPT-2 folder: config.json, model.safetensors, vocab.json, merges.txt");
   app.add_option("--model_config", o.model_config,
-                 "Instead of a folder: a GPT-2 shape (gpt2, gpt2-mini) with random weights from "
+                 "Instead of a folder: a GPT-2 shape (gpt2, gpt2-mini, gpt2-narrow) with random weights from "
                  "--seed and the vocabulary of --tokenizer_dir");
   app.add_option("--tokenizer_dir", o.tokenizer_dir,
                  "Folder with vocab.json and merges.txt (default: --model_name_or_path)");

@@ -141,7 +141,18 @@ Gpt2Config Gpt2Config::preset(const std::string& name) {
     c.n_head = 4;
     return c;
   }
-  throw Error("unknown GPT-2 preset \"" + name + "\" (presets: gpt2, gpt2-mini)");
+  // Narrow and deep: eight blocks, each about as large as the fixture's embeddings, so that what
+  // FSDP may hold at once (the embeddings, the head and two blocks) is well under the whole model
+  // (the zero exercise's memory check, Note [A shape where the bound bites] in
+  // grader/checks_zero.cpp).
+  if (name == "gpt2-narrow") {
+    c.n_embd = 64;
+    c.n_layer = 8;
+    c.n_head = 2;
+    c.n_positions = 128;
+    return c;
+  }
+  throw Error("unknown GPT-2 preset \"" + name + "\" (presets: gpt2, gpt2-mini, gpt2-narrow)");
 }
 
 Gpt2Overrides Gpt2Overrides::dropout(double p) {
