@@ -36,11 +36,11 @@ TEST(MeshLayout, MegatronOrderKeepsTensorGroupsNeighbouring) {
   EXPECT_EQ(m.groups(kData), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
   EXPECT_EQ(m.groups(kPipeline), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
   EXPECT_EQ(m.coordinates(5), (std::vector<int>{1, 0, 1}));
-  EXPECT_EQ(m.describe(5), "rank 5: pipeline 1, data 0, tensor 1");
   EXPECT_EQ(m.rank_of({1, 1, 0}), 6);
-  EXPECT_EQ(m.describe_groups(), "pipeline {0, 4} {1, 5} {2, 6} {3, 7}; data {0, 2} {1, 3} {4, 6} {5, 7}; "
-                                 "tensor {0, 1} {2, 3} {4, 5} {6, 7}");
-  EXPECT_EQ(megatron(1, 1, 2).describe_groups(), "tensor {0, 1}");
+  EXPECT_EQ(m.describe(), "pipeline 2 x data 2 x tensor 2: pipeline {0, 4} {1, 5} {2, 6} {3, 7}; data {0, 2} {1, 3} "
+                          "{4, 6} {5, 7}; tensor {0, 1} {2, 3} {4, 5} {6, 7}");
+  EXPECT_EQ(megatron(1, 1, 2).describe(), "pipeline 1 x data 1 x tensor 2: tensor {0, 1}");
+  EXPECT_EQ(MeshLayout(MeshShape({{kData, 1}})).describe(), "data 1: one rank");
 }
 
 // A mesh too large to train here, probed as a function: every group of an axis has the axis's
@@ -108,8 +108,8 @@ TEST(DeviceMesh, EachAxisReducesOverItsGroup) {
       EXPECT_EQ(t.item<double>(), want) << axis << " at rank " << r;
     }
     if (r == 5) {
-      EXPECT_EQ(mesh.describe(), "rank 5 of pipeline 2 x data 2 x tensor 2: pipeline 1, data 0, tensor 1; groups "
-                                 "pipeline {1, 5}, data {5, 7}, tensor {4, 5}");
+      EXPECT_EQ(mesh.layout().coordinates(r), (std::vector<int>{1, 0, 1}));
+      EXPECT_EQ(mesh.layout().group(r, kData), (std::vector<int>{5, 7}));
     }
     EXPECT_THROW_WITH(mesh.group("context"), dtlab::Error, "has no 'context' axis");
   });

@@ -182,8 +182,7 @@ class TensorParallelTrainer : public lm::GridTrainer {
                        grid_.tp(), grid_.dp(), grid_.tp(), grid_.tp(), model_->config().n_head / grid_.tp(),
                        model_->config().n_head, v.start, v.end() - 1, v.vocab, v.padded, grid_.dp(),
                        grid_.dp() == 1 ? "" : "s") +
-           fmt::format("\n  mesh        {}: {}", grid_.mesh().shape().describe(),
-                       grid_.mesh().layout().describe_groups());
+           fmt::format("\n  mesh        {}", grid_.mesh().layout().describe());
   }
 
  private:

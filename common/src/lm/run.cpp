@@ -279,7 +279,7 @@ void print_stage_grid(const StageGrid& g) {
   fmt::print("  stages      {} stage ranks x {} micro-batch{}, schedule {}, {} pipeline{}{}: {}\n", g.stages,
              g.micro_batches, g.micro_batches == 1 ? "" : "es", pipeline::schedule_kind_name(g.schedule), g.pipelines,
              g.pipelines == 1 ? "" : "s", g.pipelines > 1 ? " (data parallel)" : "", layout);
-  fmt::print("  mesh        {}: {}\n", g.layout.shape().describe(), g.layout.describe_groups());
+  fmt::print("  mesh        {}\n", g.layout.describe());
   std::fflush(stdout);
 }
 
@@ -438,7 +438,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
     print_banner(o, run, state, plan, tokenizer, d, share.data->size(), notice, readers,
                  grid ? "pipeline" : split ? "replica" : "rank");
     if (data_mesh) {
-      fmt::print("  mesh        {}: {}\n", data_mesh->shape().describe(), data_mesh->layout().describe_groups());
+      fmt::print("  mesh        {}\n", data_mesh->layout().describe());
     }
   }
   // The pipeline exercise: the same model, its forward and backward run by the student's Pipe.

@@ -42,14 +42,4 @@ dist::Group& DeviceMesh::group(const std::string& axis) {
   return *found->second;
 }
 
-std::string DeviceMesh::describe() const {
-  std::vector<std::string> where, members;
-  for (const Axis& axis : shape().axes()) {
-    where.push_back(fmt::format("{} {}", axis.name, coordinate(axis.name)));
-    members.push_back(fmt::format("{} {{{}}}", axis.name, fmt::join(layout_.group(rank(), axis.name), ", ")));
-  }
-  return fmt::format("rank {} of {}: {}; groups {}", rank(), shape().describe(), fmt::join(where, ", "),
-                     fmt::join(members, ", "));
-}
-
 }  // namespace dtlab::mesh

@@ -125,14 +125,7 @@ std::vector<std::vector<int>> MeshLayout::groups(const std::string& axis) const 
   return all;
 }
 
-std::string MeshLayout::describe(int rank) const {
-  std::vector<std::string> parts;
-  const std::vector<int>& c = coordinates(rank);
-  for (size_t i = 0; i < c.size(); ++i) parts.push_back(fmt::format("{} {}", shape_.axes()[i].name, c[i]));
-  return fmt::format("rank {}: {}", rank, fmt::join(parts, ", "));
-}
-
-std::string MeshLayout::describe_groups() const {
+std::string MeshLayout::describe() const {
   std::vector<std::string> parts;
   for (const Axis& a : shape_.axes()) {
     if (a.size == 1) continue;
@@ -140,7 +133,7 @@ std::string MeshLayout::describe_groups() const {
     for (const std::vector<int>& g : groups(a.name)) each.push_back(fmt::format("{{{}}}", fmt::join(g, ", ")));
     parts.push_back(fmt::format("{} {}", a.name, fmt::join(each, " ")));
   }
-  return parts.empty() ? "one rank" : fmt::format("{}", fmt::join(parts, "; "));
+  return fmt::format("{}: {}", shape_.describe(), parts.empty() ? "one rank" : fmt::format("{}", fmt::join(parts, "; ")));
 }
 
 }  // namespace dtlab::mesh

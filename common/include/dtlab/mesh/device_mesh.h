@@ -36,9 +36,6 @@ class DeviceMesh {
   // This rank's group on `axis`: a dtlab::Error naming the axis and the mesh where the mesh lacks it.
   dist::Group& group(const std::string& axis);
   dist::Group& world() { return *world_; }
-  // The start-up line of this rank: "rank 5 of pipeline 2 x data 2 x tensor 2: pipeline 1, data 0,
-  // tensor 1; groups pipeline {1, 5}, data {5, 7}, tensor {4, 5}".
-  std::string describe() const;
 
  private:
   dist::Group* world_;

@@ -49,7 +49,6 @@ class MeshShape {
 
   const std::vector<Axis>& axes() const { return axes_; }
   int world() const;
-  bool has(const std::string& axis) const { return index_of(axis) >= 0; }
   // The axis's position among axes() (-1: not in the mesh), and its size (1: not in the mesh, as
   // an absent axis is one of size 1).
   int index_of(const std::string& axis) const;
@@ -77,11 +76,10 @@ class MeshLayout {
   // first rank.
   std::vector<int> group(int rank, const std::string& axis) const;
   std::vector<std::vector<int>> groups(const std::string& axis) const;
-  // "rank 5: pipeline 1, data 0, tensor 1"
-  std::string describe(int rank) const;
-  // Every axis's groups, which say every rank's place: "pipeline {0, 4} {1, 5} {2, 6} {3, 7}; data
-  // {0, 2} {1, 3} {4, 6} {5, 7}; tensor {0, 1} {2, 3} {4, 5} {6, 7}" (an axis of size 1 left out).
-  std::string describe_groups() const;
+  // The shape and every axis's groups, which say every rank's place (a run's `mesh` line):
+  // "pipeline 2 x data 2 x tensor 2: pipeline {0, 4} {1, 5} {2, 6} {3, 7}; data {0, 2} {1, 3}
+  // {4, 6} {5, 7}; tensor {0, 1} {2, 3} {4, 5} {6, 7}" (an axis of size 1 has no groups to list).
+  std::string describe() const;
 
  private:
   void check_rank(int rank) const;
