@@ -115,7 +115,7 @@ help:
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
 	$(INSTRUCTORS_ONLY)@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
-	@echo "make asan-unit       the unit suites under AddressSanitizer + UBSan (build-asan/; CI); make asan: every suite"
+	@echo "make asan-unit       the unit suites under AddressSanitizer + UBSan (clang 14, setup.sh --asan; build-asan/; CI); make asan: every suite"
 	@echo "make tsan            the suites that start threads under ThreadSanitizer (build-tsan/)"
 	@echo "make fuzz, fuzz-replay  fuzz the readers of outside input (clang 14; setup.sh --fuzz)"
 	@echo "variables: MODEL DATA LR EPOCHS BATCH SEQ SEED ARGS='--dropout 0' CMAKE_ARGS=..."
@@ -396,8 +396,14 @@ ASAN_ENV  := ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:detect_sta
 TSAN_ENV  := TSAN_OPTIONS=suppressions=$(SAN_DIR)/tsan.supp:halt_on_error=1:second_deadlock_stack=1 OMP_NUM_THREADS=1
 TSAN_TESTS ?= ^(pipeline_test|heartbeat_test|ddp_test|collectives_test|tokenizer_test|gpt2_tokenizer_test|Faults[./])
 .PHONY: asan asan-unit tsan
-build-asan/build.ninja build-tsan/build.ninja: build-%/build.ninja:
+# ASan's build is clang 14's (docs/SANITIZERS.md): `scripts/setup.sh --asan` installs it.
+build-asan/build.ninja: | asan-compiler
+build-asan/build.ninja build-tsan/build.ninja: build-%/build.ninja: CMakePresets.json
 	cmake --preset $*
+	touch $@
+.PHONY: asan-compiler
+asan-compiler:
+	@command -v clang++-14 >/dev/null || { echo "make: the sanitizer build compiles with clang++-14, which is not installed: run ./scripts/setup.sh --asan" >&2; exit 1; }
 asan: build-asan/build.ninja
 	scripts/build.sh build-asan -j $(JOBS)
 	$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS)

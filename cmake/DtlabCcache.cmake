@@ -29,6 +29,10 @@
 # do (a student's compile neither reads nor writes the instructor's cache).
 # The same text in every clone, cache or none: "tests/x_test.cpp", not "/home/me/dtlab/tests/...".
 add_compile_options(-ffile-prefix-map=${PROJECT_SOURCE_DIR}/=)
+# Clang (the ASan build's compiler, docs/SANITIZERS.md) writes the time of its build into a
+# precompiled header and checks it where the header is used: every rebuild of the header would be
+# a new input to every unit that includes it, and none would hit. ccache's manual asks for this.
+add_compile_options("$<$<CXX_COMPILER_ID:Clang>:SHELL:-Xclang -fno-pch-timestamp>")
 
 if(DEFINED ENV{DTLAB_CCACHE} AND NOT DEFINED CACHE{DTLAB_CCACHE})
   set(dtlab_ccache_default "$ENV{DTLAB_CCACHE}")

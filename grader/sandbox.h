@@ -53,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "dtlab/core/sanitizer.h"  // DTLAB_ADDRESS_SANITIZER, DTLAB_THREAD_SANITIZER
 #include "launch.h"
 
 namespace dtlab::grader {
@@ -97,16 +98,9 @@ struct CompileLimits {
 // name is mounted read-only, so a rank reads the same suppressions as the test that started it.
 // Such a run gets the same memory limit as the sanitizer's own (hard_rss_limit_mb in
 // kSanitizerOptions, the variable of this build's sanitizer).
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if defined(DTLAB_ADDRESS_SANITIZER)
 #define DTLAB_SANITIZER_OPTIONS "ASAN_OPTIONS"
-#elif __has_feature(thread_sanitizer)
-#define DTLAB_SANITIZER_OPTIONS "TSAN_OPTIONS"
-#endif
-#endif
-#if !defined(DTLAB_SANITIZER_OPTIONS) && defined(__SANITIZE_ADDRESS__)
-#define DTLAB_SANITIZER_OPTIONS "ASAN_OPTIONS"
-#elif !defined(DTLAB_SANITIZER_OPTIONS) && defined(__SANITIZE_THREAD__)
+#elif defined(DTLAB_THREAD_SANITIZER)
 #define DTLAB_SANITIZER_OPTIONS "TSAN_OPTIONS"
 #endif
 #ifdef DTLAB_SANITIZER_OPTIONS

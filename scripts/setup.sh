@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dtlab builds and runs with, when any is missing, and points the
 # system BLAS at OpenBLAS. Safe to run again: with everything in place it only checks.
-# Usage: scripts/setup.sh [--with-real-text] [--torch [VERSION]] [--fuzz]
+# Usage: scripts/setup.sh [--with-real-text] [--torch [VERSION]] [--fuzz] [--asan]
 #
 # --torch [VERSION]: also installs PyPI's torch (default: the pinned version below) into the
 # project-local venv .torch/venv, from the machine's copy in ~/.cache/dtlab (Note [The machine's
@@ -30,9 +30,11 @@
 #                                           sandbox] in grader/sandbox.h): namespaces without root
 # Only with --torch:
 #   python3-venv                            the project-local venv that holds PyPI's torch
-# Only with --fuzz:
+# Only with --fuzz or --asan:
 #   clang-14 libclang-rt-14-dev             libFuzzer and the sanitizers' runtime, for `make
-#                                           fuzz` and `make fuzz-replay` (docs/FUZZING.md)
+#                                           fuzz` and `make fuzz-replay` (docs/FUZZING.md), and
+#                                           the compiler of `make asan` and `make asan-unit`
+#                                           (docs/SANITIZERS.md: a third faster than GCC there)
 # Only with --with-real-text:
 #   trans-de-en                             the Ding German-English dictionary, whose example
 #                                           sentences dtlab-translation-data turns into a real
@@ -55,12 +57,12 @@ torch_version=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --with-real-text) packages+=(trans-de-en) ;;
-    --fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
+    --fuzz|--asan) packages+=(clang-14 libclang-rt-14-dev) ;;
     --torch)
       torch_version=$torch_pin
       if [[ $# -gt 1 && "$2" =~ ^[0-9]+\.[0-9]+(\.[0-9]+)?$ ]]; then torch_version=$2; shift; fi
       packages+=(python3-venv) ;;
-    *) echo "setup: unknown option $1 (the options are --with-real-text, --torch [VERSION] and --fuzz)" >&2; exit 2 ;;
+    *) echo "setup: unknown option $1 (the options are --with-real-text, --torch [VERSION], --fuzz and --asan)" >&2; exit 2 ;;
   esac
   shift
 done

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "dtlab/core/sanitizer.h"  // DTLAB_ADDRESS_SANITIZER, DTLAB_THREAD_SANITIZER
 #include "dtlab/tooling/build_paths.h"  // DTLAB_SOURCE_DIR, DTLAB_BINARY_DIR, DTLAB_PROGRAM
 
 namespace dtlab::test {
@@ -16,9 +17,9 @@ namespace dtlab::test {
 // that counts a process's start is multiplied by kSlowdown, so the sanitizers check the same
 // paths while the normal build keeps its bound; what a test asserts about which path was taken
 // (the message) is unchanged.
-#if defined(__SANITIZE_THREAD__)
+#if defined(DTLAB_THREAD_SANITIZER)
 inline constexpr double kSlowdown = 6;
-#elif defined(__SANITIZE_ADDRESS__)
+#elif defined(DTLAB_ADDRESS_SANITIZER)
 inline constexpr double kSlowdown = 3;
 #else
 inline constexpr double kSlowdown = 1;

@@ -403,7 +403,7 @@ TEST(TrainLoop, ANonFiniteLossAtStepOneOnRanksNamesEveryRanksNonFiniteWeight) {
 // dynamic mmap threshold, 32 MiB) comes from the heap, not from a fresh mapping, and freeing it
 // leaves the heap as large as it was.
 TEST(KeepFreedMemory, ActivationSizedBlocksComeFromTheHeapAndStay) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(DTLAB_ADDRESS_SANITIZER) || defined(DTLAB_THREAD_SANITIZER)
   GTEST_SKIP() << "a sanitizer's allocator replaces glibc's malloc, whose heap this test reads (mallinfo2)";
 #endif
   dtlab::keep_freed_memory();
