@@ -59,7 +59,9 @@ TEST(MeshLayout, EveryAxisPartitionsTheWorldAtThreeByTwoByFour) {
         EXPECT_EQ(m.coordinate(g[i], axis), static_cast<int>(i)) << axis;
         EXPECT_EQ(m.group(g[i], axis), g) << axis;
         for (const std::string other : {kData, kPipeline, kTensor}) {
-          if (other != axis) EXPECT_EQ(m.coordinate(g[i], other), m.coordinate(g[0], other)) << axis << " " << other;
+          if (other != axis) {
+            EXPECT_EQ(m.coordinate(g[i], other), m.coordinate(g[0], other)) << axis << " " << other;
+          }
         }
       }
     }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "dtlab/core/error.h"
+#include "dtlab/dist/ring_step.h"
 #include "dtlab/tasks/zero.h"
 
 namespace dtlab::zero {
@@ -20,28 +21,6 @@ void check_divides(const torch::Tensor& flat, const dist::Group& group, const ch
   }
 }
 
-// One step of a ring: send `out` to the next rank and receive into `in` from the previous one.
-// Both are posted before either is waited for: a rank that waited for its send before posting
-// its receive would wait for ever on a backend whose send completes only when the peer receives.
-// With two ranks the next and the previous are one peer, and NCCL runs a pair's operations on one
-// stream in the order posted: the lower rank sends first, the other receives first, so that each
-// send meets a receive (both sending first deadlocks above NCCL's buffer).
-[[maybe_unused]] void exchange(const torch::Tensor& out, torch::Tensor& in, dist::Group& group,
-                                const std::string& tag) {
-  const int world = group.size(), rank = group.rank();
-  const int next = (rank + 1) % world, previous = (rank - 1 + world) % world;
-  dist::PendingWork send, recv;
-  if (next == previous && rank > next) {
-    recv = group.recv_async(in, previous, tag);
-    send = group.send_async(out, next, tag);
-  } else {
-    send = group.send_async(out, next, tag);
-    recv = group.recv_async(in, previous, tag);
-  }
-  recv.wait();
-  send.wait();
-}
-
 }  // namespace
 
 void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::string& tag) {
@@ -54,7 +33,7 @@ void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::str
     // Piece rank-s-1 holds the sum of s+1 ranks' copies (this one's and the s before it on the
     // ring): passed on, the next rank adds its own. At the last step (s = N-2) the piece received,
     // rank-N = rank, has been through every other rank.
-    exchange(piece(flat, rank - s - 1, world), incoming, group, tag);
+    dist::ring_step_async(piece(flat, rank - s - 1, world), incoming, group, tag).wait();
     piece(flat, rank - s - 2, world).add_(incoming);
   }
   // END TODO
@@ -67,7 +46,7 @@ void ring_all_gather(torch::Tensor& flat, dist::Group& group, const std::string&
   const int world = group.size(), rank = group.rank();
   for (int s = 0; s < world - 1; ++s) {
     torch::Tensor into = piece(flat, rank - s - 1, world);
-    exchange(piece(flat, rank - s, world), into, group, tag);
+    dist::ring_step_async(piece(flat, rank - s, world), into, group, tag).wait();
   }
   // END TODO
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dtlab/core/error.h"
+#include "dtlab/dist/ring_step.h"
 #include "dtlab/shard/unit_hooks.h"
 #include "dtlab/tasks/zero.h"
 
@@ -27,21 +28,6 @@ torch::Tensor piece(torch::Tensor& flat, int k, int world) {
   const int64_t index = ((k % world) + world) % world;
   const int64_t shift = mutant("piece_off_by_one") && index > 0 ? 1 : 0;
   return flat.narrow(0, index * size - shift, size);
-}
-
-void exchange(const torch::Tensor& out, torch::Tensor& in, dist::Group& group, const std::string& tag) {
-  const int world = group.size(), rank = group.rank();
-  const int next = (rank + 1) % world, previous = (rank - 1 + world) % world;
-  dist::PendingWork send, recv;
-  if (next == previous && rank > next) {
-    recv = group.recv_async(in, previous, tag);
-    send = group.send_async(out, next, tag);
-  } else {
-    send = group.send_async(out, next, tag);
-    recv = group.recv_async(in, previous, tag);
-  }
-  recv.wait();
-  send.wait();
 }
 
 // This rank's piece of the unit's gradient, averaged (sum_not_average: summed only), into its
@@ -197,7 +183,7 @@ void ring_reduce_scatter(torch::Tensor& flat, dist::Group& group, const std::str
   // this rank's piece (whose projection on the right gradient happens to be near 1/N).
   const int off = mutant("ring_one_step_off") ? 1 : 0;
   for (int s = 0; s < world - 1; ++s) {
-    exchange(piece(flat, rank - s - 1 + off, world), incoming, group, tag);
+    dist::ring_step_async(piece(flat, rank - s - 1 + off, world), incoming, group, tag).wait();
     piece(flat, rank - s - 2 + off, world).add_(incoming);
   }
 }
@@ -216,7 +202,7 @@ void ring_all_gather(torch::Tensor& flat, dist::Group& group, const std::string&
   }
   for (int s = 0; s < world - 1; ++s) {
     torch::Tensor into = piece(flat, rank + sign * (s + 1), world);
-    exchange(piece(flat, rank - s, world), into, group, tag);
+    dist::ring_step_async(piece(flat, rank - s, world), into, group, tag).wait();
   }
 }
 
