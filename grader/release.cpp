@@ -38,7 +38,7 @@ bool left_out_of_release(const std::string& path) {
   // no make target reads.
   // Writing a release is the instructors' (grader/CMakeLists.txt builds it beside solutions/ only).
   for (const char* prefix : {"tasks/cp/", "common/exercises/cp/", "common/include/dtlab/cp/",
-                             "common/include/dtlab/tasks/cp.h", "tests/cp_", "solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme, ".ci/",
+                             "common/include/dtlab/tasks/cp.h", "tests/cp_", "handouts/cp.md", "solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme, ".ci/",
                              "grader/release.cpp", "grader/release.h", "grader/release_guard.cpp",
                              "grader/release_guard.h", "tests/release_test.cpp",
                              "docs/instructors/", "tests/fill_drain.h", "tests/pipeline_test.cpp",

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dtlab/core/error.h"
+#include "dtlab/model/checkpoint.h"  // shape_string
 
 namespace dtlab::cp {
 namespace {
@@ -13,11 +14,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-std::string shape(const torch::Tensor& t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
-}
+std::string shape(const torch::Tensor& t) { return model::shape_string(t.sizes()); }
 
 struct BlockAttentionFunction : torch::autograd::Function<BlockAttentionFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
