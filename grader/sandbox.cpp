@@ -396,6 +396,10 @@ std::string bwrap_refusal(const Sandbox& candidate) {
     s.uid = candidate.uid;
     s.gid = candidate.gid;
     s.limits = candidate.limits;
+    // As for the runs: set before bwrap, RLIMIT_NPROC counts every process of the uid on the
+    // machine, and bwrap's runs share one uid; another grading's fork bomb (up to its limit in
+    // its own namespace) would make this probe fail with EAGAIN and refuse a sandbox that starts.
+    s.limit_processes = false;
     char name[] = "/tmp/dtlab-bwrap-probe-XXXXXX";
     const int out = ::mkstemp(name);
     if (out < 0) return "cannot write a probe log in /tmp";

@@ -10,7 +10,11 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -440,6 +444,67 @@ TEST(HostileSubmissions, AGradingBringsBackAtMostItsBound) {
   EXPECT_NE(results.at("tests").at(0).at("output").get<std::string>().find("over the grading's limit of 1 MiB"),
             std::string::npos) << results.dump(2);
   EXPECT_NE(r.exit_code, 0);
+}
+
+// Processes of one uid, held until destroyed: the state another grading's fork bomb leaves
+// while its launcher stops it (the bomb holds up to its sandbox's limit, 512, of bwrap's shared
+// uid), or a desktop where the grader's own user runs a browser's hundreds of threads.
+class HeldProcesses {
+ public:
+  HeldProcesses(int count, uid_t uid, gid_t gid) {
+    int ready[2];
+    if (::pipe(ready) != 0) return;
+    for (int i = 0; i < count; ++i) {
+      const pid_t pid = ::fork();
+      if (pid < 0) break;
+      if (pid == 0) {  // only async-signal-safe calls: the test may have threads
+        if (::getuid() != uid && (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+                                  ::setresuid(uid, uid, uid) != 0)) {
+          ::_exit(1);
+        }
+        (void)!::write(ready[1], "x", 1);
+        ::pause();
+        ::_exit(0);
+      }
+      pids_.push_back(pid);
+    }
+    ::close(ready[1]);
+    char byte;
+    while (ready_ < static_cast<int>(pids_.size())) {
+      pollfd p{ready[0], POLLIN, 0};
+      if (::poll(&p, 1, 10000) <= 0 || ::read(ready[0], &byte, 1) != 1) break;
+      ++ready_;
+    }
+    ::close(ready[0]);
+  }
+  ~HeldProcesses() {
+    for (const pid_t pid : pids_) ::kill(pid, SIGKILL);
+    for (const pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
+  }
+  int ready() const { return ready_; }
+
+ private:
+  std::vector<pid_t> pids_;
+  int ready_ = 0;
+};
+
+// bwrap's runs share one uid (61000 as root, the grader's own otherwise), and a process limit set
+// before bwrap counts every process of that uid on the machine: with 600 of them held, as while
+// a fork bomb of another grading is being stopped, a grading still starts its sandbox and passes.
+// (CI saw the probe of bwrap fail with EAGAIN beside the fork bomb's test, ctest running both.)
+TEST(HostileSubmissions, AGradingStartsWhileItsUidHoldsManyProcesses) {
+  const bool root = ::geteuid() == 0;
+  const HeldProcesses held(600, root ? 61000 : ::getuid(), root ? 61000 : ::getgid());
+  ASSERT_EQ(held.ready(), 600) << "could not hold 600 processes of the sandbox's uid";
+  const fs::path dir = dtlab::test::fresh_temp_dir("grading-beside-many-processes");
+  const auto r = run_grader({"check", "task2b", "--solutions", "--only", "broadcast", "--results",
+                             (dir / "results").string(), "--timeout", "10", "--threads", "1", "--sandbox", "bwrap"},
+                            300);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(fs::exists(dir / "results" / "only" / "results.json")) << r.output;
+  const nlohmann::json results = dtlab::io::read_json_file(dir / "results" / "only" / "results.json");
+  EXPECT_EQ(results.at("tests").at(0).at("extra_data").at("outcome"), "passed") << results.dump(2);
 }
 
 // A compile that writes an object past the compile's file size limit (256 MiB) is stopped, and
