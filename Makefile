@@ -57,7 +57,9 @@ PP_TASKS  := $(shell awk '!/^\#/ && $$3 == "pp" {print $$1}' exercises.txt)
 ZERO_TASKS := $(shell awk '!/^\#/ && $$3 == "zero" {print $$1}' exercises.txt)
 # Tensor parallel (kind tp): the language-model flags and --tp.
 TP_TASKS := $(shell awk '!/^\#/ && $$3 == "tp" {print $$1}' exercises.txt)
-GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS) $(ZERO_TASKS) $(TP_TASKS),$(DP_TASKS))
+# Context parallel (kind cp): the language-model flags and --cp.
+CP_TASKS := $(shell awk '!/^\#/ && $$3 == "cp" {print $$1}' exercises.txt)
+GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS) $(ZERO_TASKS) $(TP_TASKS) $(CP_TASKS),$(DP_TASKS))
 
 # The data-parallel exercises run WORLD local ranks; the global batch stays BATCH.
 WORLD  ?= 4
@@ -82,7 +84,7 @@ comma := ,
 INSTRUCTORS_ONLY := $(if $(HAVE_SOLUTIONS),,@: )
 
 .PHONY: help setup configure build fixtures demo test test-changed skeletons gpt2-demo gpt2-real \
-        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
+        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-cp bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
         $(EXERCISES) $(EXERCISES:%=%-solution) $(EXERCISES:%=test-%) cluster-demo
 
 # The exercise lines come from exercises.txt (one per row, in its order), so a new row is listed
@@ -97,12 +99,13 @@ help:
 	@echo "the exercises (exercises.txt): make T runs YOUR tasks/T, make check-T grades it, make test-T runs the tests of the kit's parts it uses$(if $(HAVE_SOLUTIONS),$(comma) make T-solution runs the reference)"
 	@awk '!/^#/ && NF { t = $$1; l = $$2; k = $$3; $$1 = $$2 = $$3 = ""; sub(/^ +/, ""); \
 	  printf "  make %-9s make check-%-9s make test-%-9s %s (%s)\n", t, t, t, $$0, \
-	  l != "ranks" ? "one process" : k == "pp" ? "PP_STAGES=2 local ranks" : k == "tp" ? "TP=2 local ranks" : \
+	  l != "ranks" ? "one process" : k == "pp" ? "PP_STAGES=2 local ranks" : k == "tp" ? "TP=2 local ranks" : k == "cp" ? "CP=2 local ranks" : \
 	  "WORLD=4 local ranks" }' exercises.txt
 	@echo "  task 1 runs on the fixtures (MODEL DATA LR EPOCHS BATCH SEQ SEED); dp DP_MODEL=gpt2 for GPT-2 small's shape;"
 	@echo "  pipeline: single stage, model parallel, pipeline; pp: PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe, WORLD=4 for data x pipeline"
 	@echo "  zero: ZERO_STAGE=1|2|3 (ZeRO-1, ZeRO-2, FSDP; default 3) on WORLD ranks, ZERO_STEPS steps of ZERO_BATCH pairs"
 	@echo "  tp: TP=2 ranks per tensor group (default 2), on TP ranks or WORLD (TP x DP), TP_STEPS steps of TP_BATCH pairs"
+	@echo "  cp: CP=2 ranks per context group (default 2), on CP ranks or WORLD (CP x DP), CP_BLOCK keys a block, CP_LAYOUT=balanced|contiguous"
 	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s$(comma) dp and zero's stages$(comma) pp and tp on 4 hosts at every rate; figures 9$(comma) 12$(comma) 14 and 15")
 	$(INSTRUCTORS_ONLY)@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	$(INSTRUCTORS_ONLY)@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
@@ -111,6 +114,7 @@ help:
 	$(INSTRUCTORS_ONLY)@echo "make bench-dp-gpt2   time the dp exercise's step at 1, 2, 4 ranks (gpt2-mini, GPT-2 small; 8 x 128 per rank)"
 	$(INSTRUCTORS_ONLY)@echo "make bench-pipeline  time the pipeline exercise's step: model parallel vs 8 micro-batches, 2 balanced stages"
 	$(INSTRUCTORS_ONLY)@echo "make bench-pp        time the pp exercise's step: GPipe vs 1F1B on 2 stage ranks x 8 micro-batches"
+	$(INSTRUCTORS_ONLY)@echo "make bench-cp        cp's attention vs sequence length: memory per rank and time, naive, blocks, CP 2 and 4; causal imbalance (figure 16)"
 	$(INSTRUCTORS_ONLY)@echo "make bench-task1-eager, bench-gpt2-eager  the kit's step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
@@ -229,6 +233,22 @@ $(TP_TASKS) $(call solutions_of,$(TP_TASKS)): fixtures
 	  --tp $(TP) --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
 	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(TP_WORLD) --local_rank {rank} $(ARGS)
 
+# Context parallel (cp): the GPT-2 of dp with every sequence split over CP ranks, CP_STEPS steps of a
+# global batch of CP_BATCH pairs. On CP ranks unless WORLD is given: `make cp WORLD=4 CP=2` is CP 2 x
+# DP 2. The run ends with each rank's bytes sent and held (results.json's "context_parallel").
+CP        ?= 2
+CP_STEPS  ?= 30
+CP_BATCH  ?= 24
+CP_BLOCK  ?= 16
+CP_LAYOUT ?= balanced
+CP_WORLD = $(if $(filter command line environment,$(origin WORLD)),$(WORLD),$(CP))
+$(CP_TASKS) $(call solutions_of,$(CP_TASKS)): fixtures
+	scripts/run_local_ranks.sh $(CP_WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
+	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
+	  --global_batch_size $(CP_BATCH) --learning_rate $(GPT2_LR) --max_steps $(CP_STEPS) --no_eval --seed $(SEED) \
+	  --cp $(CP) --cp_block $(CP_BLOCK) --cp_layout $(CP_LAYOUT) --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
+	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(CP_WORLD) --local_rank {rank} $(ARGS)
+
 # Tasks 2a, 2b and 3 on an emulated cluster (root: network namespaces whose links are
 # rate-limited in both directions; scripts/cluster_demo.sh): CLUSTER_RATES x CLUSTER_RANKS, a
 # BERT of 5 BERT-base layers on a short sequence and a small batch, so that the network decides;
@@ -322,7 +342,7 @@ test: build
 
 # The benchmarks, the skeletons' generator and the release writer need solutions/: in a student
 # release they say so in one line instead of ninja's "unknown target".
-INSTRUCTOR_TARGETS := skeletons release bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp \
+INSTRUCTOR_TARGETS := skeletons release bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-cp \
   bench-task1-eager bench-gpt2-eager
 ifeq ($(HAVE_SOLUTIONS),)
 $(INSTRUCTOR_TARGETS):
@@ -356,6 +376,8 @@ bench-pipeline: configure
 
 bench-pp: configure
 	cmake --build $(BUILD) --target bench-pp
+bench-cp: configure
+	cmake --build $(BUILD) --target bench-cp
 
 # The kit's step against the same model in eager PyTorch (transformers, on the same torch as the
 # build: Debian's PyTorch 1.13, or TORCH=pip's 2.x) in alternating rounds, task 1's BERT or

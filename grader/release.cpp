@@ -33,12 +33,9 @@ bool left_out_of_release(const std::string& path) {
   // them); tp_test lists each rank's columns of GPT-2's fused c_attn and writes the vocabulary-
   // parallel loss's recipe out to name its classic mistake. Each compiles only beside solutions/
   // (tests/CMakeLists.txt).
-  // cp's parts (its attention and ring so far, tested by the kit's suites) until its row in
-  // exercises.txt gives a student something to build and run: tasks/cp/ alone would be a folder
-  // no make target reads.
+  // cp's suites (cp_attention_test, cp_ring_test) link the reference and compile only beside it.
   // Writing a release is the instructors' (grader/CMakeLists.txt builds it beside solutions/ only).
-  for (const char* prefix : {"tasks/cp/", "common/exercises/cp/", "common/include/dtlab/cp/",
-                             "common/include/dtlab/tasks/cp.h", "tests/cp_", "handouts/cp.md", "solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme, ".ci/",
+  for (const char* prefix : {"tests/cp_", "solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme, ".ci/",
                              "grader/release.cpp", "grader/release.h", "grader/release_guard.cpp",
                              "grader/release_guard.h", "tests/release_test.cpp",
                              "docs/instructors/", "tests/fill_drain.h", "tests/pipeline_test.cpp",

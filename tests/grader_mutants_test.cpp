@@ -1,4 +1,4 @@
-// Deliberately broken solutions of task 2b, dp, pipeline, pp, zero and tp (tests/mutants),
+// Deliberately broken solutions of task 2b, dp, pipeline, pp, zero, tp and cp (tests/mutants),
 // graded: each must fail the check that should catch it, with the words that tell a student what
 // is wrong, within its timeout. A check that stops catching its bug fails here.
 #include <gtest/gtest.h>
@@ -176,7 +176,25 @@ const std::vector<Mutant> kTpMutants = {
     {"tp", "all_gathered_logits", "memory", "wrong number", "logits gathered whole are TP times them", 120},
 };
 
+// Context parallelism: a mistake in the algebra fails the probe of the attention, one in the ring
+// its probe, and those right in every number the measure of what they skip.
+const std::vector<Mutant> kCpMutants = {
+    {"cp", "sum_not_rescaled", "attention", "wrong number", "rescaled by exp(old max - new max)", 120},
+    {"cp", "diagonal_unmasked", "attention", "wrong number", "the diagonal visible", 120},
+    {"cp", "averaged_not_merged", "merge", "wrong number", "an average of the outputs weighs the two pieces alike", 120},
+    {"cp", "positions_not_offset", "ring", "wrong number", "the absolute positions of its chunks", 120},
+    {"cp", "positions_not_offset", "losses", "wrong number", "Step 1 already differs", 120},
+    {"cp", "gradients_kept", "ring", "wrong number", "arrive home after N steps", 120},
+    {"cp", "gradients_kept", "gradients", "wrong number", "Step 1's loss is right, so the backward differs", 120},
+    // Right in every number: only the kit's measures tell.
+    {"cp", "contiguous_chunks", "balance", "wrong number", "one early and one late", 120},
+    {"cp", "waits_before_computing", "overlap", "wrong number", "they compute while nothing travels", 120},
+    {"cp", "whole_scores", "memory", "wrong number", "more than 8 inputs and 6 blocks of scores", 120},
+    {"cp", "sends_after_last_step", "traffic", "wrong number", "More: is something sent twice", 120},
+};
+
 std::string mutants_binary(const std::string& exercise) {
+  if (exercise == "cp") return DTLAB_PROGRAM("cp-mutants");
   if (exercise == "tp") return DTLAB_PROGRAM("tp-mutants");
   if (exercise == "task4") return DTLAB_PROGRAM("task4-mutants");
   if (exercise == "zero") return DTLAB_PROGRAM("zero-mutants");
@@ -220,7 +238,8 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
                                          std::pair{std::string("pipeline"), "schedule,split,transparency,concurrency"},
                                          std::pair{std::string("pp"), "schedules,memory,overlap,gradients,order"},
                                          std::pair{std::string("zero"), "gradients-1,losses-1,losses-3,memory,traffic"},
-                                         std::pair{std::string("tp"), "gradients-2,losses-2,replicas,traffic"}}) {
+                                         std::pair{std::string("tp"), "gradients-2,losses-2,replicas,traffic"},
+                                         std::pair{std::string("cp"), "attention,merge,memory,ring,overlap,balance"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_PROGRAM("grader"), "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
@@ -345,6 +364,7 @@ INSTANTIATE_TEST_SUITE_P(Pipeline, GraderMutants, ::testing::ValuesIn(kPipelineM
 INSTANTIATE_TEST_SUITE_P(Pp, GraderMutants, ::testing::ValuesIn(kPpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Zero, GraderMutants, ::testing::ValuesIn(kZeroMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Tp, GraderMutants, ::testing::ValuesIn(kTpMutants), test_name);
+INSTANTIATE_TEST_SUITE_P(Cp, GraderMutants, ::testing::ValuesIn(kCpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Fair, FairGrading, ::testing::ValuesIn(kFairCases),
                          [](const ::testing::TestParamInfo<FairCase>& p) { return p.param.exercise + "_" + p.param.mutant; });
 

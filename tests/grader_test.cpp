@@ -343,7 +343,7 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   const ProcessResult r = grade(args, 900);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   const nlohmann::json results = dtlab::io::read_json_file(dir / "grade" / "only" / "results.json");  // --only's
-  EXPECT_EQ(results.at("tests").size(), 7u) << "task1/steps, task2a/task2b/task3/dp/pp gradients, task4/model";
+  EXPECT_EQ(results.at("tests").size(), 8u) << "task1/steps, task2a/task2b/task3/dp/pp/cp gradients, task4/model";
   EXPECT_EQ(test_named(results, "task4/model").at("status"), "passed") << r.output;
   const nlohmann::json task1 = test_named(results, "task1/steps");
   EXPECT_EQ(task1.at("extra_data").at("outcome"), "build failed");
@@ -354,7 +354,7 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   EXPECT_EQ(task2a.at("output").get<std::string>().rfind("[not submitted] ", 0), 0u) << task2a.dump(2);
   EXPECT_NE(task2a.at("output").get<std::string>().find("the submission has no " + (submission / "task2a").string() + "/ folder"),
             std::string::npos) << task2a.dump(2);
-  for (const char* check : {"task2b/gradients", "task3/gradients", "dp/gradients", "pp/gradients"}) {
+  for (const char* check : {"task2b/gradients", "task3/gradients", "dp/gradients", "pp/gradients", "cp/gradients"}) {
     EXPECT_EQ(test_named(results, check).at("extra_data").at("outcome"), "not submitted") << check;
   }
   // The line printed as each check ends says it too.

@@ -11,6 +11,7 @@
 
 #include "dist_test_util.h"
 #include "dtlab/core/error.h"
+#include "dtlab/dist/ring_step.h"
 #include "dtlab/mesh/device_mesh.h"
 #include "dtlab/mesh/layout.h"
 #include "test_util.h"
@@ -114,6 +115,26 @@ TEST(DeviceMesh, EachAxisReducesOverItsGroup) {
       EXPECT_EQ(mesh.layout().group(r, kData), (std::vector<int>{5, 7}));
     }
     EXPECT_THROW_WITH(mesh.group("context"), dtlab::Error, "has no 'context' axis");
+  });
+}
+
+// cp's mesh: data x context in Megatron's order, context the faster axis, so that a context group's
+// ranks are neighbours; a ring over the context group (dist::ring_step_async, what ring attention
+// moves its keys with) passes each rank's tensor to the next rank of its own group only.
+TEST(DeviceMesh, ContextGroupsAreNeighboursAndTheirRingStaysInside) {
+  const MeshLayout layout(MeshShape::ordered({{kData, 2}, {dtlab::mesh::kContext, 3}}));
+  EXPECT_EQ(layout.shape().describe(), "data 2 x context 3");
+  EXPECT_EQ(layout.groups(dtlab::mesh::kContext), (Groups{{0, 1, 2}, {3, 4, 5}}));
+  EXPECT_EQ(layout.groups(kData), (Groups{{0, 3}, {1, 4}, {2, 5}}));
+  dtlab::test::run_ranks(6, [](dtlab::dist::Group& world) {
+    dtlab::mesh::DeviceMesh mesh(world, MeshShape::ordered({{kData, 2}, {dtlab::mesh::kContext, 3}}), "cp");
+    dtlab::dist::Group& context = mesh.group(dtlab::mesh::kContext);
+    const torch::Tensor mine = torch::full({4}, double(world.rank()));
+    torch::Tensor got = torch::empty_like(mine);
+    dtlab::dist::ring_step_async(mine, got, context, "ring").wait();
+    const std::vector<int> members = mesh.layout().group(world.rank(), dtlab::mesh::kContext);
+    const int previous = members[static_cast<size_t>((context.rank() + 2) % 3)];
+    EXPECT_TRUE(torch::equal(got, torch::full({4}, double(previous)))) << "rank " << world.rank();
   });
 }
 

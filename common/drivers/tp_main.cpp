@@ -6,6 +6,6 @@
 int main(int argc, char** argv) {
   dtlab::lm::LmExercise exercise;
   exercise.name = "tp";
-  exercise.tensor_parallel = dtlab::lm::TensorParallelParts{dtlab::tp::make_tensor_parallel_trainer};
+  exercise.tensor_parallel = dtlab::lm::GridParts{dtlab::tp::make_tensor_parallel_trainer};
   return dtlab::lm::lm_main(argc, argv, exercise);
 }

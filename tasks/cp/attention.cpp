@@ -68,7 +68,7 @@ Gradients block_attention_backward(const torch::Tensor& q, const torch::Tensor& 
   // TODO(cp): D = rowsum(dout * out), one number per query: the softmax's backward needs it for every block.
   throw dtlab::NotImplemented("TODO(cp): D = rowsum(dout * out), one number per query: the softmax's backward needs it for every block.");
   // A query that sees no key has lse -inf and every score of it -inf: shift by 0, p = 0.
-  const torch::Tensor shift = torch::where(torch::isinf(lse), torch::zeros_like(lse), lse);
+  const torch::Tensor shift = lse.masked_fill(torch::isinf(lse), 0.0);
   for (int64_t from = 0; from < keys; from += block) {
     const int64_t n = std::min(block, keys - from), k_first = span.k_start + from;
     if (hidden_block(span, queries, k_first)) break;

@@ -39,7 +39,11 @@ struct BlockAttentionFunction : torch::autograd::Function<BlockAttentionFunction
     Gradients g = block_attention_backward(saved[0], saved[1], saved[2], saved[3], saved[4], dout,
                                            ctx->saved_data["scale"].toDouble(), span,
                                            ctx->saved_data["block"].toInt());
-    return {g.dq, g.dk, g.dv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    variable_list grads(8);  // q, k, v, then five arguments that take no gradient
+    grads[0] = g.dq;
+    grads[1] = g.dk;
+    grads[2] = g.dv;
+    return grads;
   }
 };
 

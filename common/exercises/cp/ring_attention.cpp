@@ -36,8 +36,11 @@ struct RingAttentionFunction : torch::autograd::Function<RingAttentionFunction> 
                                           ctx->saved_data["scale"].toDouble(), ctx->saved_data["causal"].toBool(),
                                           ctx->saved_data["balanced"].toBool(), ctx->saved_data["block"].toInt(),
                                           tp::saved_group(ctx), nullptr);
-    return {g.dq, g.dk, g.dv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+    variable_list grads(9);  // q, k, v, then six arguments that take no gradient
+    grads[0] = g.dq;
+    grads[1] = g.dk;
+    grads[2] = g.dv;
+    return grads;
   }
 };
 

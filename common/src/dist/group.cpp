@@ -3,9 +3,12 @@
 // there once; the public methods only say which c10d call to make.
 #include "dtlab/dist/group.h"
 
+#include <time.h>
+
 #include <cstring>
 #include <exception>
 #include <sstream>
+#include <thread>
 
 #include "dtlab/dist/detail/c10d.h"
 
@@ -17,10 +20,19 @@ struct InFlight {
   Group::State* state = nullptr;
   CommRecord record;
   std::chrono::steady_clock::time_point start;
+  double start_cpu = 0;             // the posting thread's CPU seconds then (CommRecord::before_wait)
+  std::thread::id posted_by;
   std::string peer;  // " to rank 1", " from rank 0"; "" for a collective
 };
 
 }  // namespace detail
+
+// The calling thread's CPU seconds.
+double thread_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
 
 std::string what_of(const std::exception& e) {
   std::string s = e.what();
@@ -229,6 +241,7 @@ void PendingWork::wait() {
   throw_if_dropped(*in_flight_->state);  // Note [A dropped PendingWork]
   std::unique_ptr<detail::InFlight> f = std::move(in_flight_);
   Group::State& s = *f->state;
+  f->record.before_wait = std::this_thread::get_id() == f->posted_by ? thread_cpu_seconds() - f->start_cpu : -1;
   try {
     if (!f->work->wait(s.timeout)) throw std::runtime_error("timed out after " + seconds_text(s.timeout));
   } catch (const std::exception& e) {
@@ -262,6 +275,8 @@ PendingWork start(Group::State& s, CommRecord record, const Launch& launch, std:
   auto f = std::make_unique<detail::InFlight>();
   f->state = &s;
   f->start = std::chrono::steady_clock::now();
+  f->start_cpu = thread_cpu_seconds();
+  f->posted_by = std::this_thread::get_id();
   try {
     f->work = launch(*s.pg);
   } catch (const std::exception& e) {

@@ -151,12 +151,30 @@ void add_stage_rank_flags(CLI::App& app, LmOptions& o) {
                  "the ranks' overlap shows whatever the machine's load");
 }
 
+void add_context_parallel_flags(CLI::App& app, LmOptions& o) {
+  app.add_option("--cp", o.cp,
+                 "Ranks of one context group (each holds 2 of 2 x CP chunks of every sequence); the world size must "
+                 "be a multiple: CP x DP, the DP groups data parallel")
+      ->capture_default_str();
+  app.add_option("--cp_block", o.cp_block, "Keys per block of the attention (its scores are held a block at a time)")
+      ->capture_default_str();
+  app.add_option("--cp_layout", o.cp_layout,
+                 "balanced: rank r holds chunks r and 2CP - 1 - r (equal work under the causal mask); contiguous: "
+                 "chunks 2r and 2r + 1 (the figure's comparison)")
+      ->capture_default_str();
+}
+
 void validate_counts(const LmOptions& o) {
   // Checked here rather than by CLI11's PositiveNumber, which says "Value 0 not in range 0.000000
   // to 1.797...e308" (a double's range, for a count).
   positive(o.stages, "--stages");
   positive(o.micro_batches, "--micro_batches");
   positive(o.tp, "--tp");
+  positive(o.cp, "--cp");
+  positive(o.cp_block, "--cp_block");
+  if (o.cp_layout != "balanced" && o.cp_layout != "contiguous") {
+    throw Error("--cp_layout " + o.cp_layout + ": use balanced or contiguous");
+  }
   if (o.stage_sleep_ms < 0) throw Error("--stage_sleep_ms must not be negative, got " + std::to_string(o.stage_sleep_ms));
 }
 

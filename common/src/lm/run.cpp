@@ -94,6 +94,13 @@ LmData read_data(const LmOptions& o, const tokenizer::Gpt2Tokenizer& tokenizer, 
   return d;
 }
 
+// The grid an exercise splits the model or the sequence over (tp, cp), or null.
+const GridParts* split_over_grid(const LmExercise& ex) {
+  if (ex.tensor_parallel) return &*ex.tensor_parallel;
+  if (ex.context_parallel) return &*ex.context_parallel;
+  return nullptr;
+}
+
 // FSDP from a checkpoint: each rank reads its own pieces (lm/zero_step.h).
 bool fsdp_reads_pieces(const LmOptions& o, const LmExercise& ex) {
   return ex.sharded && o.zero_stage == 3 && o.model_config.empty();
@@ -116,7 +123,7 @@ std::unique_ptr<train::GradientSync> build_model(const LmOptions& o, const LmExe
   state.loss = translation_loss(state.model, data);
   std::unique_ptr<train::GradientSync> sync = train::no_sync();
   // Stages as ranks and tensor parallelism: each rank keeps its part of rank 0's model.
-  if ((ex.stage_ranks || ex.tensor_parallel) && run.group) dist::broadcast_module_state(*state.module, *run.group);
+  if ((ex.stage_ranks || split_over_grid(ex)) && run.group) dist::broadcast_module_state(*state.module, *run.group);
   if (ex.data_parallel) {
     // Sharded ranks drew or read alike and prove it for a few bytes (ShardedTrainer's
     // check_same_start): a broadcast would hold a flat copy of the whole model on every rank.
@@ -308,6 +315,17 @@ void print_throughput(const nlohmann::json& results, int micro_batches) {
                mb * z.value("bytes_sent_per_step", 0.0), mb * z.value("predicted_bytes_sent_per_step", 0.0),
                z.value("stage", 1) == 3 ? 3 : 2);
   }
+  if (results.contains("context_parallel")) {
+    // What the ring sent (Note [Bytes of a context-parallel step] in cp/cp_trainer.h) and held.
+    const auto& c = results.at("context_parallel");
+    const auto& sent = c.at("ring_bytes_sent_per_step");
+    const auto& peaks = c.at("step_peak_tensor_bytes");
+    fmt::print("context parallel: CP {} x DP {} ({}), rank 0 sent {:.2f} MB a step over its context group ({:.2f} "
+               "predicted: (3N - 2) x 8 x B x 2c x C x L) and held at most {:.2f} MB of tensors in a step\n",
+               c.value("cp", 1), c.value("dp", 1), c.value("layout", std::string()),
+               1e-6 * (sent.empty() ? 0.0 : sent.at(0).get<double>()), 1e-6 * c.value("predicted_ring_bytes_per_step", 0.0),
+               1e-6 * (peaks.empty() ? 0.0 : peaks.at(0).get<double>()));
+  }
   if (results.contains("tensor_parallel")) {
     // What the split saved and what it cost (Note [Bytes of a tensor-parallel step] in tp/tp_trainer.h).
     const auto& t = results.at("tensor_parallel");
@@ -336,9 +354,9 @@ RankShare equal_shares(const train::Dataset& all, const dist::Group& group, int6
 int run_lm(const LmOptions& o, const LmExercise& ex) {
   // A sharded or tensor-parallel run measures every tensor it holds (the zero exercise's memory,
   // tp's largest tensor), from the start.
-  if (ex.sharded || ex.tensor_parallel) report::TensorBytes::install();
+  if (ex.sharded || split_over_grid(ex)) report::TensorBytes::install();
   // Who this process is. Flags are checked before any rank waits for another.
-  const bool ranks = ex.data_parallel || ex.stage_ranks || ex.tensor_parallel;
+  const bool ranks = ex.data_parallel || ex.stage_ranks || split_over_grid(ex);
   train::Run run = train::plan_run(ex.name, ranks ? &o.launch : nullptr);
   validate(o);
   if (run.settings.rank == 0 && fs::is_directory(o.output_dir) && !fs::is_empty(o.output_dir) &&
@@ -347,7 +365,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
                 "--overwrite_output_dir to overwrite it");
   }
   train::SetupFunction setup = ex.data_parallel ? ex.data_parallel->setup : nullptr;
-  if (ex.stage_ranks || ex.tensor_parallel) setup = dist::init_process_group;  // the kit joins the ranks
+  if (ex.stage_ranks || split_over_grid(ex)) setup = dist::init_process_group;  // the kit joins the ranks
   train::start_run(run, setup, o.threads);
   // The data-parallel exercises' mesh: one data axis, the world (mesh/device_mesh.h); tp's and pp's
   // are their grids'.
@@ -375,10 +393,10 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
                            pipeline::gpt2_layer_devices(state.model, o.stages, o.balance));
     grid->action_sleep = std::chrono::milliseconds(o.stage_sleep_ms);
   }
-  // Tensor parallelism: the model split over a TP x DP grid (tp/tp_trainer.h); the replicas read
-  // as pipelines do, each replica's TP ranks the same rows.
+  // Tensor and context parallelism: the model or the sequence split over a grid (tp/tp_trainer.h,
+  // cp/cp_trainer.h); the replicas read as pipelines do, each replica's ranks the same rows.
   std::unique_ptr<GridTrainer> split;
-  if (ex.tensor_parallel) split = ex.tensor_parallel->make(state.model, *run.group, o);
+  if (const GridParts* parts = split_over_grid(ex)) split = parts->make(state.model, *run.group, o);
   const int replicas = grid ? grid->pipelines : split ? split->replicas() : 1;
   // The ranks whose minibatches differ: the global batch is batch_per_rank times this.
   const int readers = grid || split ? replicas : run.world();
@@ -513,12 +531,12 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
 int lm_main(int argc, char** argv, const LmExercise& exercise) {
   // Note [Keeping freed memory]: not where the lesson is the memory a rank frees (zero's units,
   // tp's slices), whose resident set must show what it gives back.
-  const bool keep_memory = !exercise.sharded && !exercise.tensor_parallel;
+  const bool keep_memory = !exercise.sharded && !split_over_grid(exercise);
   return run_main(exercise.name.c_str(), [&]() -> int {
     LmOptions options;
     CLI::App app{"dtlab " + exercise.name + ": train GPT-2 to translate German->English as a "
                  "language model, evaluated by loss, perplexity and BLEU"};
-    add_lm_flags(app, options, exercise.data_parallel || exercise.stage_ranks || exercise.tensor_parallel);
+    add_lm_flags(app, options, exercise.data_parallel || exercise.stage_ranks || split_over_grid(exercise));
     if (exercise.pipeline) add_pipeline_flags(app, options);
     if (exercise.stage_ranks) add_stage_rank_flags(app, options);
     if (exercise.sharded) {
@@ -532,10 +550,15 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
                      "Ranks of one tensor-parallel group (each holds 1/TP of every large weight); the world size must "
                      "be a multiple: TP x DP, the DP groups data parallel");
     }
+    if (exercise.context_parallel) add_context_parallel_flags(app, options);
+    if (exercise.probe) {
+      app.add_option("--probe", options.probe, "Grading aid: run the named probe of the exercise instead of training");
+    }
     if (auto stop = parse_flags(app, argc, argv)) return *stop;
     validate_counts(options);  // the probes too read them
     if (exercise.pipeline && !options.probe.empty()) return exercise.pipeline->probe(options);
     if (exercise.stage_ranks && !options.probe.empty()) return exercise.stage_ranks->probe(options);
+    if (exercise.probe && !options.probe.empty()) return exercise.probe(options);
     return run_lm(options, exercise);
   }, keep_memory);
 }

@@ -42,6 +42,11 @@ struct CommRecord {
   std::string tag;     // who asked: "gradients", "ddp bucket 3", "loss", ...
   int64_t sequence = 0;  // this rank's count of operations issued, from 1
   int peer = -1;         // send: the destination, recv: the source (ranks of this group); -1 otherwise
+  // Async operations: the CPU seconds the posting thread spent from the call to the call of wait(),
+  // the work it did while the operation was in flight (on a shared machine, wall time there would
+  // count the time the thread was not running); -1 when wait() ran on another thread; 0 for
+  // blocking operations.
+  double before_wait = 0;
 };
 
 class CommLog {

@@ -49,9 +49,9 @@ class GridTrainer {
   virtual std::string section() const = 0;
 };
 
-// What the tp exercise brings: its trainer, made on every rank of the world from the whole model
-// (rank 0's weights, already broadcast) and the flags.
-struct TensorParallelParts {
+// What the tp and cp exercises bring: their trainer, made on every rank of the world from the
+// whole model (rank 0's weights, already broadcast) and the flags.
+struct GridParts {
   std::function<std::unique_ptr<GridTrainer>(model::Gpt2LMHeadModel whole, dist::Group& world, const LmOptions&)> make;
 };
 

@@ -71,6 +71,12 @@ struct LmOptions {
   int zero_stage = 1;
   // The tp exercise: the ranks of one tensor-parallel group; the world is TP x DP (tp/grid.h).
   int tp = 2;
+  // The cp exercise: the ranks of one context group (each holds 2 of 2 x CP chunks of every
+  // sequence); the world is CP x DP. cp_block: the keys of one block of the attention;
+  // cp_layout: "balanced" (rank r holds chunks r and 2CP - 1 - r) or "contiguous".
+  int cp = 2;
+  int cp_block = 64;
+  std::string cp_layout = "balanced";
 };
 
 // Adds the flags to app; distributed adds the launch flags (--master_ip ...) and
@@ -83,6 +89,9 @@ void add_pipeline_flags(CLI::App& app, LmOptions& options);
 // The pp exercise's flags: --stages, --micro_batches, --balance, --schedule, and the grading aids
 // --probe and --stage_sleep_ms.
 void add_stage_rank_flags(CLI::App& app, LmOptions& options);
+
+// The cp exercise's flags: --cp, --cp_block, --cp_layout.
+void add_context_parallel_flags(CLI::App& app, LmOptions& options);
 
 // Checks values CLI11 cannot (one model source, positive sizes, existing folders, a known
 // preset), validate_counts included. Throws dtlab::Error naming the flag.

@@ -80,7 +80,11 @@ struct LmExercise {
   // set: sharded data parallel (zero); data_parallel is set too (the kit's setup and shares)
   std::optional<ShardedParts> sharded;
   // set: the model split over a tensor x data grid (tp): launch flags, --tp
-  std::optional<TensorParallelParts> tensor_parallel;
+  std::optional<GridParts> tensor_parallel;
+  // set: the sequence split over a context x data grid (cp): launch flags, --cp, --cp_block, --cp_layout
+  std::optional<GridParts> context_parallel;
+  // set: a grading aid (--probe NAME) that runs instead of training and returns the exit code
+  std::function<int(const LmOptions&)> probe;
 };
 
 // Trains and evaluates: tokenizer, data and model from the flags, AdamW with a linear schedule,
