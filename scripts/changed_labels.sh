@@ -40,7 +40,8 @@ while IFS= read -r f; do
     common/src/glue/* | common/include/dtlab/glue/*) got=task1 ;;
     common/src/tooling/* | common/include/dtlab/tooling/*) got=grader ;;
     common/src/core/* | common/include/dtlab/core/* | common/include/dtlab/pch.h) got=ALL ;;
-    common/src/*/* | common/include/dtlab/*/*) got=$(cut -d/ -f3 <<<"${f#common/include/}") ;;
+    # common/src/P/x.cpp and common/include/dtlab/P/x.h: the part P.
+    common/src/*/* | common/include/dtlab/*/*) got=$(cut -d/ -f3 <<<"${f/#common\/include\/dtlab\//common/src/}") ;;
     grader/* | plots/*) got="grader report" ;;
     tests/mutants/*_mutants.cpp) got="grader $(basename "$f" _mutants.cpp)" ;;
     tests/golden/*) got=model ;;
