@@ -15,6 +15,7 @@ namespace {
 std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<int64_t> g_largest{0};
+std::atomic<int64_t> g_allocated{0};
 
 void add(int64_t bytes) {
   const int64_t now = g_current.fetch_add(bytes) + bytes;
@@ -55,6 +56,7 @@ class CountingAllocator final : public c10::Allocator {
     void* data = inner.get();
     const c10::Device device = inner.device();
     add(static_cast<int64_t>(n));
+    g_allocated.fetch_add(static_cast<int64_t>(n));
     int64_t largest = g_largest.load();
     while (static_cast<int64_t>(n) > largest && !g_largest.compare_exchange_weak(largest, static_cast<int64_t>(n))) {
     }
@@ -87,6 +89,7 @@ int64_t TensorBytes::current() const { return g_current.load(); }
 int64_t TensorBytes::peak() const { return g_peak.load(); }
 void TensorBytes::reset_peak() { g_peak.store(g_current.load()); }
 int64_t TensorBytes::largest() const { return g_largest.load(); }
+int64_t TensorBytes::allocated() const { return g_allocated.load(); }
 void TensorBytes::reset_largest() { g_largest.store(0); }
 
 }  // namespace dtlab::report

@@ -30,6 +30,10 @@ class TensorBytes {
   // biggest tensor of a step took (tp's logits slice, Note [Bytes of a tensor-parallel step]).
   int64_t largest() const;
   void reset_largest();
+  // Every byte allocated since install(), freed or not: the volume of a computation's tensors,
+  // which grows with its work and, unlike its CPU time, not with what else runs on the machine
+  // (cp's balance check compares the ranks' ring attention by it).
+  int64_t allocated() const;
 
   virtual ~TensorBytes() = default;
 
