@@ -16,7 +16,8 @@
 // log]). Rank 0 writes results.json.
 #include <fmt/format.h>
 #include <time.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <chrono>
 #include <functional>
