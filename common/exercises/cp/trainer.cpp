@@ -72,7 +72,6 @@ class ContextParallelTrainer : public lm::GridTrainer {
     const int64_t sent = context.log().bytes("send");
     report::TensorBytes* meter = report::TensorBytes::installed();
     if (meter) meter->reset_peak();
-    const int64_t before = meter ? meter->current() : 0;
 
     namespace F = torch::nn::functional;
     const torch::Tensor logits = model_.forward(b.input_ids, split);
@@ -80,10 +79,13 @@ class ContextParallelTrainer : public lm::GridTrainer {
                                               F::CrossEntropyFuncOptions().reduction(torch::kNone));
     const torch::Tensor loss = (ce * weights.reshape(-1)).sum() / tokens;
     loss.backward();
-    if (meter) peak_step_bytes_ = std::max(peak_step_bytes_, meter->peak() - before);
     sum_gradients(world);
     if (dump) train::write_rank_dump(*dump_, train::DumpPoint::kAfterSync, *whole_, *input.rows);
     train::apply_update(state);
+    // Every tensor the process held at the step's peak: the model, its gradients (and their flat
+    // copy for the all-reduce), AdamW's state, the activations the backward kept. The process's
+    // resident set is results.json's "memory", beside it.
+    if (meter) peak_step_bytes_ = std::max(peak_step_bytes_, meter->peak());
     torch::Tensor global = loss.detach().to(torch::kFloat64).reshape({1});
     world.all_reduce(global, dist::ReduceOp::SUM, "cp loss");
     if (input.step >= 2) {  // step 1 warms up; its bytes are the same

@@ -27,12 +27,16 @@ struct InFlight {
 
 }  // namespace detail
 
-// The calling thread's CPU seconds.
+namespace {
+
+// The calling thread's CPU seconds (CommRecord::before_wait).
 double thread_cpu_seconds() {
   timespec t{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
+
+}  // namespace
 
 std::string what_of(const std::exception& e) {
   std::string s = e.what();

@@ -18,7 +18,8 @@
 // and N - 1 times in the backward, and their gradients (the same size) N times, home included:
 // (3N - 2) x 8 x B x 2c x C bytes a layer, L layers a step, sent by every rank. The prediction
 // is exact for any balanced or contiguous split, and the step's summary holds the measured bytes
-// of every send of the context group beside it.
+// of every send of the context group beside it, and each rank's tensors at a step's peak (the
+// counting allocator: all of them, the model and AdamW's state included).
 #pragma once
 
 #include <memory>
