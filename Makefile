@@ -114,7 +114,7 @@ help:
 	$(INSTRUCTORS_ONLY)@echo "make bench-dp-gpt2   time the dp exercise's step at 1, 2, 4 ranks (gpt2-mini, GPT-2 small; 8 x 128 per rank)"
 	$(INSTRUCTORS_ONLY)@echo "make bench-pipeline  time the pipeline exercise's step: model parallel vs 8 micro-batches, 2 balanced stages"
 	$(INSTRUCTORS_ONLY)@echo "make bench-pp        time the pp exercise's step: GPipe vs 1F1B on 2 stage ranks x 8 micro-batches"
-	$(INSTRUCTORS_ONLY)@echo "make bench-cp        cp's attention vs sequence length: memory per rank and time, naive, blocks, CP 2 and 4; causal imbalance (figure 16)"
+	$(INSTRUCTORS_ONLY)@echo "make bench-cp        cp vs sequence length: the attention's and a training step's memory per rank and time, naive, CP 1, 2, 4; causal imbalance (figure 16)"
 	$(INSTRUCTORS_ONLY)@echo "make bench-task1-eager, bench-gpt2-eager  the kit's step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"

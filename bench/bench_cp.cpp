@@ -1,10 +1,13 @@
-// bench_cp: the cp exercise's attention (cp-solution --probe scaling) against the sequence length:
-// the bytes each rank held at its peak in the attention's forward and backward (the counting
-// allocator) and its seconds, for the naive attention (T x T scores, while they fit 1 GiB), the
-// block attention on one rank, and ring attention at CP 2 and CP 4 (balanced); then the causal
-// imbalance: each rank's CPU seconds at CP 4, contiguous against balanced. Rounds alternate the
-// configurations; the figures are the median over rounds. It prints tables and, with --json and
-// --figure, writes them and draws plots/cp_scaling.gp. It never fails on speed.
+// bench_cp: the cp exercise (cp-solution --probe scaling) against the sequence length. The
+// attention: the bytes each rank held at its peak in the attention's forward and backward (the
+// counting allocator) and its seconds, for the naive attention (T x T scores, while they fit
+// 1 GiB), the block attention on one rank, and ring attention at CP 2 and CP 4 (balanced). The
+// whole training step of a small GPT-2 (Note [The figure's whole step] in exercises/cp/probe.cpp):
+// each rank's tensors at the step's peak, its peak resident set in the step and the step's
+// seconds, at CP 1, 2 and 4 and for the naive GPT-2 at one rank. Then the causal imbalance: each
+// rank's CPU seconds at CP 4, contiguous against balanced. Rounds alternate the configurations;
+// the figures are the median over rounds. It prints tables and, with --json and --figure, writes
+// them and draws plots/cp_scaling.gp. It never fails on speed.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -14,6 +17,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "dtlab/core/error.h"
@@ -132,6 +136,58 @@ int run(const Options& o) {
     data += row + "\n";
     table.push_back(j);
   }
+  // The whole step per length: a configuration's largest tensors and resident set over its ranks
+  // (MiB; the median over rounds) and the median of its slowest rank's seconds.
+  auto step_figure = [&](const std::string& config, const std::string& kind, size_t at, double* tensor_mib,
+                         double* rss_mib, double* ms) {
+    std::vector<double> seconds, tensors, resident;
+    for (const auto& ranks : runs[config]) {
+      double slowest = 0, tensor = 0, rss = 0;
+      for (const auto& rows : ranks) {
+        const nlohmann::json& row = rows.at(at);
+        if (!row.contains(kind)) return false;
+        slowest = std::max(slowest, row.at(kind).at("seconds").get<double>());
+        tensor = std::max(tensor, row.at(kind).at("peak_tensor_bytes").get<double>());
+        rss = std::max(rss, row.at(kind).at("peak_rss_bytes").get<double>());
+      }
+      seconds.push_back(slowest);
+      tensors.push_back(tensor / (1 << 20));
+      resident.push_back(rss / (1 << 20));
+    }
+    *ms = 1e3 * median(seconds);
+    *tensor_mib = median(tensors);
+    *rss_mib = median(resident);
+    return true;
+  };
+  fmt::print("\nthe whole training step of GPT-2 (2 blocks of width 128, 4 heads, vocabulary 256), one row of T tokens: "
+             "per rank, MiB of tensors at the step's peak / MiB resident (the process's peak in the step), and ms "
+             "(slowest rank)\n");
+  fmt::print("{:>7} {:>24} {:>24} {:>24} {:>24}\n", "T", "naive GPT-2 (1 rank)", "CP 1 (blocks)", "CP 2", "CP 4");
+  std::string steps_data =
+      "# length naive_tensor_mib naive_rss_mib naive_ms cp1_tensor_mib cp1_rss_mib cp1_ms cp2_tensor_mib cp2_rss_mib "
+      "cp2_ms cp4_tensor_mib cp4_rss_mib cp4_ms\n";
+  nlohmann::json step_table = nlohmann::json::array();
+  for (size_t at = 0; at < lengths_rows.size(); ++at) {
+    const int64_t length = lengths_rows.at(at).at("length");
+    std::string line = fmt::format("{:>7}", length);
+    std::string row = std::to_string(length);
+    nlohmann::json j = {{"length", length}};
+    for (const auto& [config, kind, key] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"cp1", "naive_step", "naive"}, {"cp1", "step", "cp1"}, {"cp2", "step", "cp2"}, {"cp4", "step", "cp4"}}) {
+      double tensor = 0, rss = 0, ms = 0;
+      if (step_figure(config, kind, at, &tensor, &rss, &ms)) {
+        line += fmt::format(" {:>7.1f} /{:>6.0f} {:>8.0f}", tensor, rss, ms);
+        row += fmt::format(" {:.3f} {:.3f} {:.3f}", tensor, rss, ms);
+        j[key] = {{"peak_tensor_mib", tensor}, {"peak_rss_mib", rss}, {"ms", ms}};
+      } else {
+        line += fmt::format(" {:>24}", "over budget");
+        row += " NaN NaN NaN";
+      }
+    }
+    fmt::print("{}\n", line);
+    steps_data += row + "\n";
+    step_table.push_back(j);
+  }
   // The causal imbalance at the longest length: each rank's CPU seconds, median over rounds.
   const size_t last = lengths_rows.size() - 1;
   fmt::print("\ncausal imbalance at T = {}, CP 4: each rank's CPU seconds of its ring forward and backward\n",
@@ -152,11 +208,12 @@ int run(const Options& o) {
   }
   if (!o.json.empty()) {
     io::write_json_file(o.json, {{"bench", "bench_cp"}, {"block", o.block}, {"rounds", o.rounds},
-                                 {"scaling", table}, {"imbalance", per_rank}});
+                                 {"scaling", table}, {"step", step_table},
+                                 {"imbalance", per_rank}});
   }
   if (!o.figure.empty()) {
     const fs::path datafile = fs::path(o.figure).replace_extension(".dat");
-    io::write_file_atomically(datafile, data + "\n\n" + imbalance);
+    io::write_file_atomically(datafile, data + "\n\n" + imbalance + "\n\n" + steps_data);
     const ProcessResult r =
         run_process({"gnuplot", "-e",
                      fmt::format("datafile='{}'; outfile='{}'; provenance='bench_cp, blocks of {}, {} rounds'",
@@ -174,8 +231,8 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return run_main("bench_cp", [&]() -> int {
     Options o;
-    CLI::App app{"The cp exercise's attention against the sequence length: memory per rank and time, naive, blocks, "
-                 "ring at CP 2 and 4; the causal imbalance of a contiguous split"};
+    CLI::App app{"The cp exercise against the sequence length: the attention's and the whole training step's memory "
+                 "per rank and time, naive, blocks, ring at CP 2 and 4; the causal imbalance of a contiguous split"};
     app.add_option("--rounds", o.rounds, "Alternating rounds of every configuration")->capture_default_str();
     app.add_option("--block", o.block, "Keys per block")->capture_default_str();
     app.add_option("--json", o.json, "Also write the tables to this file");

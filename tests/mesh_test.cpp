@@ -148,6 +148,34 @@ TEST(DeviceMesh, AnAxisThatSpansTheWorldIsTheWorld) {
   });
 }
 
+// A layout given rank by rank (the mesh exercise's, from the student's coordinates) is held to
+// placing every rank of the shape once, and its groups follow its coordinates.
+TEST(MeshLayout, ATableMustPlaceEveryRankOnce) {
+  const MeshShape shape({{"a", 2}, {"b", 2}});
+  const MeshLayout columns(shape, {{0, 0}, {1, 0}, {0, 1}, {1, 1}});  // "a" turns fastest
+  EXPECT_EQ(columns.group(0, "a"), (std::vector<int>{0, 1}));
+  EXPECT_EQ(columns.group(0, "b"), (std::vector<int>{0, 2}));
+  EXPECT_THROW_WITH(MeshLayout(shape, {{0, 0}, {0, 1}, {1, 0}}), dtlab::Error, "lists 3 ranks, not its 4");
+  EXPECT_THROW_WITH(MeshLayout(shape, {{0, 0}, {0, 1}, {1, 0}, {0, 1}}), dtlab::Error,
+                    "ranks 1 and 3 both sit at (0, 1)");
+  EXPECT_THROW_WITH(MeshLayout(shape, {{0, 0}, {0, 1}, {1, 0}, {1, 2}}), dtlab::Error,
+                    "its b coordinate 2 is outside 0 to 1");
+  EXPECT_THROW_WITH(MeshLayout(shape, {{0, 0}, {0, 1}, {1, 0}, {1}}), dtlab::Error, "one for each of its 2 axes");
+}
+
+// An axis that spans the world in another order than the world's is a group of its own: its
+// ranks count by their coordinate, which a reduction does not show but a ring step does.
+TEST(DeviceMesh, AnAxisThatSpansTheWorldOutOfOrderIsAGroupOfItsOwn) {
+  dtlab::test::run_ranks(3, [](dtlab::dist::Group& world) {
+    dtlab::mesh::DeviceMesh mesh(world, MeshLayout(MeshShape({{kData, 3}}), {{2}, {1}, {0}}));
+    EXPECT_NE(&mesh.group(kData), &world);
+    EXPECT_EQ(mesh.group(kData).rank(), 2 - world.rank());
+    torch::Tensor t = torch::full({1}, static_cast<float>(world.rank()));
+    mesh.group(kData).all_reduce(t, dtlab::dist::ReduceOp::SUM, "test");
+    EXPECT_EQ(t.item<float>(), 3.f);
+  });
+}
+
 TEST(DeviceMesh, AShapeThatIsNotTheWorldIsRefusedOnEveryRank) {
   dtlab::test::run_ranks(4, [](dtlab::dist::Group& world) {
     EXPECT_THROW_WITH(dtlab::mesh::DeviceMesh(world, MeshShape({{kData, 3}})), dtlab::Error,

@@ -12,6 +12,7 @@
 #include "dist_test_util.h"
 #include "dtlab/dist/group.h"
 #include "dtlab/model/gpt2.h"
+#include "dtlab/train/optimizer.h"
 
 namespace dtlab::test {
 
@@ -41,6 +42,15 @@ inline model::Gpt2LMHeadModel small_tp_gpt2(torch::ScalarType dtype = torch::kFl
   }
   m->to(dtype);
   return m;
+}
+
+// AdamW as the training suites (tp_train_test, mesh_train_test) run it against one process: weight
+// decay on, so that a parameter in the wrong group would drift from one process's.
+inline train::OptimizerOptions decaying_adamw_options() {
+  train::OptimizerOptions o;
+  o.learning_rate = 1e-3;
+  o.weight_decay = 0.1;
+  return o;
 }
 
 // max |a - b| over max |b|: relative to the tensor's scale, so that elements near 0 do not count

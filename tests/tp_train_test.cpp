@@ -47,13 +47,6 @@ constexpr int64_t kVocab = dtlab::test::kTpVocab, kRows = 4, kSeq = 9;
 constexpr int kSteps = 10;
 constexpr double kClip = 0.5;
 
-dtlab::train::OptimizerOptions adamw_options() {
-  dtlab::train::OptimizerOptions o;
-  o.learning_rate = 1e-3;
-  o.weight_decay = 0.1;  // so that a parameter in the wrong group would drift from one process's
-  return o;
-}
-
 // The global batch of a step: kRows rows of kSeq ids spread over the vocabulary (every shard's).
 torch::Tensor batch_ids(int step) {
   const torch::Tensor row = torch::arange(kRows, torch::kLong).unsqueeze(1);
@@ -84,7 +77,7 @@ const Reference& reference(torch::ScalarType dtype) {
   ref = [dtype] {
     Reference r;
     r.model = dtlab::test::small_tp_gpt2(dtype);
-    auto optimizer = dtlab::train::make_adamw(*r.model, adamw_options());
+    auto optimizer = dtlab::train::make_adamw(*r.model, dtlab::test::decaying_adamw_options());
     for (int step = 0; step < kSteps; ++step) {
       const torch::Tensor loss = r.model->forward(batch_ids(step), {}, batch_labels(step)).loss;
       loss.backward();
@@ -164,7 +157,7 @@ TEST_P(Train, EqualsOneProcessStepByStepAndSavesItsModel) {
   run_ranks(tp * dp, [&](Group& world) {
     dtlab::tp::Grid grid(world, tp);
     dtlab::tp::TensorParallelGpt2 model(initial, grid.tensor());
-    auto optimizer = dtlab::train::make_adamw(*model, adamw_options());
+    auto optimizer = dtlab::train::make_adamw(*model, dtlab::test::decaying_adamw_options());
 
     // Note [Replicated gradients need no TP sync] (tp/tp_step.h), checked at every step: the
     // replicated parameters' gradients, concatenated, gathered over the tensor group.

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <filesystem>
 #include <vector>
@@ -28,15 +29,22 @@
 #include "dtlab/core/error.h"
 #include "dtlab/core/main.h"
 #include "dtlab/cp/block_attention.h"
+#include "dtlab/cp/cp_trainer.h"
 #include "dtlab/cp/gpt2_cp.h"
 #include "dtlab/cp/ring_attention.h"
 #include "dtlab/dist/group.h"
 #include "dtlab/io/json_file.h"
 #include "dtlab/io/safetensors.h"
+#include "dtlab/lm/loss.h"
 #include "dtlab/lm/options.h"
+#include "dtlab/model/gpt2.h"
+#include "dtlab/report/process_memory.h"
 #include "dtlab/report/tensor_bytes.h"
 #include "dtlab/tasks/cp.h"
+#include "dtlab/train/optimizer.h"
 #include "dtlab/train/run.h"
+#include "dtlab/train/step.h"
+#include "dtlab/train/train_state.h"
 
 namespace fs = std::filesystem;
 
@@ -242,18 +250,98 @@ torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k, co
 }
 
 constexpr int64_t kScalingLengths[] = {512, 1024, 2048, 4096, 8192};
-constexpr int64_t kNaiveBudget = int64_t{1} << 30;  // the T x T tensors naive attention holds, at most
+constexpr int64_t kNaiveBudget = int64_t{1} << 30;      // the T x T tensors naive attention holds, at most
+constexpr int64_t kNaiveStepBudget = int64_t{2} << 30;  // and the naive GPT-2 step's, every block's
+
+// Note [The figure's whole step]: the scaling figure's training step is cp's own (the trainer of
+// cp/cp_trainer.h: this rank's chunks through GPT-2 with ring attention in every block, the loss
+// over its tokens, backward, the gradients summed over the ranks, AdamW) on a GPT-2 of 2 blocks of
+// width 128 (4 heads of 32, the attention's shape above), a vocabulary of 256 and positions for
+// the longest T, dropout off: one row of T random tokens. Beside it at one rank, the naive step:
+// the kit's GPT-2 forward (its attention holds every block's T x T scores, probabilities and
+// their gradients, about 4 x L x H x T^2 floats), the same loss and update, while that fits
+// kNaiveStepBudget. Each length's step runs twice, the first to let the allocator and the
+// kernel reach the length's sizes; the second is measured: its seconds, the counting allocator's
+// peak (every tensor: the model, its gradients and AdamW's state too) and the process's peak
+// resident set over that step alone (the kernel's peak reset after the heap's free pages are
+// given back), so that the figure's memory is what a rank holds.
+model::Gpt2Config step_config() {
+  model::Gpt2Config c;
+  c.vocab_size = 256;
+  c.n_positions = kScalingLengths[std::size(kScalingLengths) - 1];
+  c.n_embd = kRingHeads * kRingDim;
+  c.n_head = kRingHeads;
+  c.n_layer = 2;
+  c.resid_pdrop = c.embd_pdrop = c.attn_pdrop = 0;
+  c.bos_token_id = c.eos_token_id = 0;
+  return c;
+}
+
+// One measured step (Note [The figure's whole step]): `step` runs twice, the second measured.
+nlohmann::json measure_step(report::TensorBytes& meter, dist::Group& group, const std::function<void()>& step) {
+  step();
+  group.barrier("cp step measured");  // the ranks start the measured step together
+  report::give_back_free_heap();
+  const bool reset = report::reset_peak_rss();
+  meter.reset_peak();
+  const auto wall = std::chrono::steady_clock::now();
+  step();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+  return {{"seconds", seconds}, {"peak_tensor_bytes", meter.peak()},
+          {"peak_rss_bytes", reset ? report::read_process_memory().peak_rss_bytes : -1}};
+}
+
+// The whole step's rows, one per length, at this run's CP (the world) and layout.
+nlohmann::json step_rows(const lm::LmOptions& o, report::TensorBytes& meter, dist::Group& group) {
+  const model::Gpt2Config config = step_config();
+  torch::manual_seed(20261129);  // every rank draws the same model
+  model::Gpt2LMHeadModel model(config);
+  lm::LmOptions options = o;
+  options.cp = group.size();
+  const std::unique_ptr<lm::GridTrainer> trainer = make_context_parallel_trainer(model, group, options);
+  train::TrainState state;
+  state.module = trainer->module();
+  state.optimizer = train::make_adamw(*state.module, {1e-4, 0.01});
+  state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, 0, 1000000);
+  state.max_grad_norm = 1.0;
+  nlohmann::json rows = nlohmann::json::array();
+  int64_t step = 0;
+  for (const int64_t length : kScalingLengths) {
+    torch::manual_seed(length);  // the same tokens on every rank
+    data::Batch batch;
+    batch.input_ids = torch::randint(config.vocab_size, {1, length}, torch::kLong);
+    batch.labels = torch::randint(config.vocab_size, {1, length}, torch::kLong);
+    batch.label_weights = torch::ones({1, length});
+    const std::vector<int64_t> examples = {0};
+    nlohmann::json row = {{"length", length}};
+    row["step"] = measure_step(meter, group, [&] {
+      trainer->step(state, train::StepInput{++step, 1, &examples, &batch});
+    });
+    const int64_t scores = 4 * config.n_layer * config.n_head * length * length * 4;
+    if (group.size() == 1 && scores <= kNaiveStepBudget) {
+      row["naive_step"] = measure_step(meter, group, [&] {
+        model->train();
+        lm::weighted_token_loss(model->forward(batch.input_ids).logits, batch.labels, batch.label_weights).backward();
+        train::apply_update(state);
+      });
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
 
 // cp --probe scaling: for each sequence length, the ring attention's forward and backward on this
 // rank's chunks (--cp_layout, --cp_block): the bytes it held at its peak above its inputs (the
 // counting allocator), its wall and CPU seconds; at one rank also the naive attention, while its
-// scores fit kNaiveBudget. Each rank writes rankR.json; rank 0 results.json (bench/bench_cp.cpp).
+// scores fit kNaiveBudget. Then the whole training step at each length (Note [The figure's whole
+// step]). Each rank writes rankR.json; rank 0 results.json (bench/bench_cp.cpp).
 nlohmann::json scaling_probe(const lm::LmOptions& o, const fs::path& out) {
   report::TensorBytes& meter = report::TensorBytes::install();
   train::Run run = train::plan_run("cp", &o.launch);
   train::start_run(run, dist::init_process_group, 1);
   torch::set_num_threads(1);
-  const int rank = run.group ? run.group->rank() : 0, ranks = run.group ? run.group->size() : 1;
+  if (!run.group) throw Error("--probe scaling needs ranks (--world_size 1 or more)");
+  const int rank = run.group->rank(), ranks = run.group->size();
   const bool balanced = o.cp_layout == "balanced";
   nlohmann::json rows = nlohmann::json::array();
   for (const int64_t length : kScalingLengths) {
@@ -290,10 +378,20 @@ nlohmann::json scaling_probe(const lm::LmOptions& o, const fs::path& out) {
     }
     rows.push_back(row);
   }
+  const nlohmann::json steps = step_rows(o, meter, *run.group);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (const char* key : {"step", "naive_step"}) {
+      if (steps.at(i).contains(key)) rows[i][key] = steps.at(i).at(key);
+    }
+  }
   io::write_json_file(out / fmt::format("rank{}.json", rank), {{"rank", rank}, {"rows", rows}});
-  if (run.group) run.group->barrier("cp scaling written");
+  run.group->barrier("cp scaling written");
+  const model::Gpt2Config c = step_config();
   return {{"ranks", ranks}, {"rank", rank}, {"layout", o.cp_layout}, {"block", o.cp_block}, {"batch", kRingBatch},
-          {"heads", kRingHeads}, {"dim", kRingDim}, {"naive_budget_bytes", kNaiveBudget}};
+          {"heads", kRingHeads}, {"dim", kRingDim}, {"naive_budget_bytes", kNaiveBudget},
+          {"step_model", {{"n_layer", c.n_layer}, {"n_embd", c.n_embd}, {"n_head", c.n_head},
+                          {"vocab_size", c.vocab_size}, {"n_positions", c.n_positions}}},
+          {"naive_step_budget_bytes", kNaiveStepBudget}};
 }
 
 }  // namespace

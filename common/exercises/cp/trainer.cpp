@@ -11,6 +11,7 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/cp/gpt2_cp.h"
+#include "dtlab/dist/all_reduce_tensors.h"
 #include "dtlab/mesh/device_mesh.h"
 #include "dtlab/report/tensor_bytes.h"
 #include "dtlab/train/rank_dump.h"
@@ -150,22 +151,15 @@ class ContextParallelTrainer : public lm::GridTrainer {
   void sum_gradients(dist::Group& world) {
     if (world.size() == 1) return;
     torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> grads, parts;
+    std::vector<torch::Tensor> grads;
     for (const auto& p : whole_->named_parameters()) {
       if (!p.value().grad().defined()) {
         throw Error(p.key() + " has no gradient to sum over the context and data ranks: every parameter takes part "
                               "in every rank's forward");
       }
       grads.push_back(p.value().grad());
-      parts.push_back(p.value().grad().reshape({-1}));
     }
-    torch::Tensor flat = torch::cat(parts);
-    world.all_reduce(flat, dist::ReduceOp::SUM, "cp gradients");
-    int64_t offset = 0;
-    for (auto& g : grads) {
-      g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
-      offset += g.numel();
-    }
+    dist::all_reduce_tensors(grads, world, dist::ReduceOp::SUM, "cp gradients");
   }
 
   model::Gpt2LMHeadModel whole_;

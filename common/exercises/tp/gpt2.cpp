@@ -144,24 +144,56 @@ torch::Tensor TensorParallelGpt2Impl::block(int64_t layer, const torch::Tensor& 
                             config_.resid_pdrop, is_training());
 }
 
-torch::Tensor TensorParallelGpt2Impl::forward(const torch::Tensor& input_ids) {
+torch::Tensor TensorParallelGpt2Impl::forward_stage(int64_t stage, const torch::Tensor& x) {
   namespace F = torch::nn::functional;
-  const int64_t seq = input_ids.size(-1);
-  if (seq > config_.n_positions) {
-    throw Error(fmt::format("sequence of {} positions exceeds n_positions {} of the model", seq, config_.n_positions));
+  if (stage < 0 || stage >= num_stages()) {
+    throw Error(fmt::format("the tensor-parallel GPT-2 has stages 0 to {}, not {}", num_stages() - 1, stage));
   }
   const torch::Tensor wte = parameter("transformer.wte.weight");
-  const torch::Tensor positions = torch::arange(seq, input_ids.options().dtype(torch::kLong));
-  torch::Tensor hidden = model::dropout(vocab_parallel_embedding(input_ids, wte, vocab_, *group_, "tp embedding") +
-                                            torch::embedding(parameter("transformer.wpe.weight"), positions),
-                                        config_.embd_pdrop, is_training());
-  for (int64_t i = 0; i < config_.n_layer; ++i) hidden = block(i, hidden);
-  hidden = F::layer_norm(hidden, F::LayerNormFuncOptions({config_.n_embd})
-                                     .weight(parameter("transformer.ln_f.weight"))
-                                     .bias(parameter("transformer.ln_f.bias"))
-                                     .eps(config_.layer_norm_epsilon));
+  if (stage == 0) {
+    const int64_t seq = x.size(-1);
+    if (seq > config_.n_positions) {
+      throw Error(fmt::format("sequence of {} positions exceeds n_positions {} of the model", seq, config_.n_positions));
+    }
+    const torch::Tensor positions = torch::arange(seq, x.options().dtype(torch::kLong));
+    return model::dropout(vocab_parallel_embedding(x, wte, vocab_, *group_, "tp embedding") +
+                              torch::embedding(parameter("transformer.wpe.weight"), positions),
+                          config_.embd_pdrop, is_training());
+  }
+  if (stage <= config_.n_layer) return block(stage - 1, x);
+  const torch::Tensor hidden = F::layer_norm(x, F::LayerNormFuncOptions({config_.n_embd})
+                                                    .weight(parameter("transformer.ln_f.weight"))
+                                                    .bias(parameter("transformer.ln_f.bias"))
+                                                    .eps(config_.layer_norm_epsilon));
   // The tied head: this rank's wte rows as a column-parallel product (Conv1D layout: [in, out]).
   return column_parallel_linear(hidden, wte.t(), torch::Tensor(), *group_, "tp head");
+}
+
+torch::Tensor TensorParallelGpt2Impl::forward(const torch::Tensor& input_ids) {
+  torch::Tensor x = input_ids;
+  for (int64_t s = 0; s < num_stages(); ++s) x = forward_stage(s, x);
+  return x;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> TensorParallelGpt2Impl::stage_parameters(int64_t stage) const {
+  if (stage < 0 || stage >= num_stages()) {
+    throw Error(fmt::format("the tensor-parallel GPT-2 has stages 0 to {}, not {}", num_stages() - 1, stage));
+  }
+  std::vector<std::string> names;
+  if (stage == 0) {
+    names = {"transformer.wte.weight", "transformer.wpe.weight"};
+  } else if (stage <= config_.n_layer) {
+    const std::string prefix = "transformer.h." + std::to_string(stage - 1) + ".";
+    for (const auto& item : named_parameters(/*recurse=*/false)) {
+      const std::string name = hf_name(item.key());
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+    }
+  } else {
+    names = {"transformer.wte.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"};
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const std::string& name : names) out.emplace_back(name, parameter(name));
+  return out;
 }
 
 torch::Tensor TensorParallelGpt2Impl::loss(const torch::Tensor& logits, const torch::Tensor& labels) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dtlab/core/error.h"
+#include "dtlab/dist/all_reduce_tensors.h"
 
 namespace dtlab::tp {
 void average_gradients_over_data(TensorParallelGpt2Impl& model, Grid& grid) {
@@ -25,18 +26,8 @@ void average_gradients_over_data(TensorParallelGpt2Impl& model, Grid& grid) {
   }
   // One bucket: the model is small next to one collective's latency; a large one would bucket
   // as DDP does. The DP ranks of a TP rank hold the same shapes in the same order.
-  torch::Tensor flat = torch::cat([&] {
-    std::vector<torch::Tensor> parts;
-    for (const auto& g : grads) parts.push_back(g.reshape({-1}));
-    return parts;
-  }());
-  grid.data().all_reduce(flat, dist::ReduceOp::SUM, "tp data-parallel gradients");
-  flat.div_(grid.dp());
-  int64_t offset = 0;
-  for (auto& g : grads) {
-    g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
-    offset += g.numel();
-  }
+  dist::all_reduce_tensors(grads, grid.data(), dist::ReduceOp::SUM, "tp data-parallel gradients");
+  for (const torch::Tensor& g : grads) g.div_(grid.dp());
 }
 
 double tensor_parallel_gradient_norm(TensorParallelGpt2Impl& model, Grid& grid) {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "dtlab/core/error.h"
+#include "dtlab/dist/all_reduce_tensors.h"
 #include "dtlab/dist/broadcast_state.h"
 #include "dtlab/dist/netdev.h"
 #include "dtlab/dist/p2p_order.h"
@@ -129,17 +130,10 @@ void StageRankTrainer::average_over_pipelines() {
   std::vector<torch::Tensor> grads;
   for (torch::Tensor& p : my_parameters_) {
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad().reshape(-1));
+    grads.push_back(p.grad());
   }
-  torch::Tensor flat = torch::cat(grads);
-  stage_group_->all_reduce(flat, dist::ReduceOp::SUM, "stage gradients");
-  flat.div_(grid_.pipelines);
-  int64_t offset = 0;
-  for (torch::Tensor& p : my_parameters_) {
-    const int64_t n = p.numel();
-    p.mutable_grad().copy_(flat.slice(0, offset, offset + n).view_as(p));
-    offset += n;
-  }
+  dist::all_reduce_tensors(grads, *stage_group_, dist::ReduceOp::SUM, "stage gradients");
+  for (const torch::Tensor& g : grads) g.div_(grid_.pipelines);
 }
 
 void StageRankTrainer::clip(double max_norm) {

@@ -9,22 +9,28 @@
 namespace dtlab::mesh {
 namespace {
 
-MeshLayout checked_layout(const dist::Group& world, MeshShape shape) {
+MeshLayout checked_layout(const dist::Group& world, MeshLayout layout) {
+  const MeshShape& shape = layout.shape();
   if (shape.world() != world.size()) {
     throw Error(fmt::format("the device mesh {} holds {} ranks, the world {}: the axes' sizes must multiply to the "
                             "world size",
                             shape.describe(), shape.world(), world.size()));
   }
-  return MeshLayout(std::move(shape));
+  return layout;
 }
 
 }  // namespace
 
 DeviceMesh::DeviceMesh(dist::Group& world, MeshShape shape, const std::string& name)
-    : world_(&world), layout_(checked_layout(world, std::move(shape))) {
+    : DeviceMesh(world, MeshLayout(std::move(shape)), name) {}
+
+DeviceMesh::DeviceMesh(dist::Group& world, MeshLayout layout, const std::string& name)
+    : world_(&world), layout_(checked_layout(world, std::move(layout))) {
   for (const Axis& axis : layout_.shape().axes()) {
     const std::vector<int> members = layout_.group(rank(), axis.name);
-    if (axis.size == world.size()) {  // the world's ranks in the world's order (the one axis of size N)
+    bool in_order = axis.size == world.size();
+    for (size_t i = 0; in_order && i < members.size(); ++i) in_order = members[i] == static_cast<int>(i);
+    if (in_order) {  // the world's ranks in the world's order (the one axis of size N)
       groups_[axis.name] = &world;
       continue;
     }

@@ -75,6 +75,35 @@ MeshLayout::MeshLayout(MeshShape shape) : shape_(std::move(shape)) {
   }
 }
 
+MeshLayout::MeshLayout(MeshShape shape, std::vector<std::vector<int>> coordinates)
+    : shape_(std::move(shape)), coordinates_(std::move(coordinates)) {
+  const std::vector<Axis>& axes = shape_.axes();
+  if (static_cast<int>(coordinates_.size()) != shape_.world()) {
+    throw Error(fmt::format("the layout of the device mesh {} lists {} ranks, not its {}", shape_.describe(),
+                            coordinates_.size(), shape_.world()));
+  }
+  std::set<std::vector<int>> places;
+  for (size_t rank = 0; rank < coordinates_.size(); ++rank) {
+    const std::vector<int>& c = coordinates_[rank];
+    if (c.size() != axes.size()) {
+      throw Error(fmt::format("rank {}'s coordinates ({}) in the device mesh {}: one for each of its {} axes", rank,
+                              fmt::join(c, ", "), shape_.describe(), axes.size()));
+    }
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (c[i] < 0 || c[i] >= axes[i].size) {
+        throw Error(fmt::format("rank {}'s coordinates ({}) in the device mesh {}: its {} coordinate {} is outside "
+                                "0 to {}", rank, fmt::join(c, ", "), shape_.describe(), axes[i].name, c[i],
+                                axes[i].size - 1));
+      }
+    }
+    if (!places.insert(c).second) {
+      const auto first = std::find(coordinates_.begin(), coordinates_.end(), c) - coordinates_.begin();
+      throw Error(fmt::format("ranks {} and {} both sit at ({}) in the device mesh {}: each place holds one rank",
+                              first, rank, fmt::join(c, ", "), shape_.describe()));
+    }
+  }
+}
+
 void MeshLayout::check_rank(int rank) const {
   if (rank < 0 || rank >= world()) {
     throw Error(fmt::format("rank {} is not in the device mesh {} of {} ranks", rank, shape_.describe(), world()));

@@ -26,6 +26,8 @@ class DeviceMesh {
   // prefixes the groups' names: two meshes over one world need two names. `world` must outlive the
   // mesh.
   DeviceMesh(dist::Group& world, MeshShape shape, const std::string& name = "mesh");
+  // The same with the ranks placed by `layout` (the mesh exercise's: the student's coordinates).
+  DeviceMesh(dist::Group& world, MeshLayout layout, const std::string& name = "mesh");
 
   const MeshLayout& layout() const { return layout_; }
   const MeshShape& shape() const { return layout_.shape(); }

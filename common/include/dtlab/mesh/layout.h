@@ -62,7 +62,14 @@ class MeshShape {
 
 class MeshLayout {
  public:
+  // The shape's ranks counted out in its order (Note [The mesh's order]).
   explicit MeshLayout(MeshShape shape);
+  // A layout given rank by rank (the mesh exercise's, from the student's coordinates_of):
+  // coordinates[r] is rank r's coordinate on every axis, in the shape's order. A dtlab::Error
+  // naming the rank for a table that is not one row per rank of the shape's world, a row whose
+  // length is not the axes' count or whose coordinate is outside its axis, or two ranks at one
+  // place.
+  MeshLayout(MeshShape shape, std::vector<std::vector<int>> coordinates);
 
   const MeshShape& shape() const { return shape_; }
   int world() const { return static_cast<int>(coordinates_.size()); }

@@ -37,6 +37,8 @@
 #include <torch/types.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dtlab/dist/group.h"
 #include "dtlab/model/gpt2.h"
@@ -67,6 +69,17 @@ class TensorParallelGpt2Impl : public torch::nn::Module {
   // input_ids [batch, seq] -> this rank's logits [batch, seq, vocab.rows] (padding columns
   // included: the loss masks them).
   torch::Tensor forward(const torch::Tensor& input_ids);
+
+  // Note [Stages] of model/gpt2.h on the split model, for a pipeline whose stages are
+  // tensor-parallel (the mesh): stage 0 the embeddings (input ids -> hidden, whole on every
+  // rank), stage 1..n_layer block s - 1 (hidden -> hidden, whole), stage n_layer + 1 ln_f and the
+  // head (hidden -> this rank's logits). forward() is these in order. Each stage's collectives
+  // run over group(), so every rank of the tensor group must run the same stage at once.
+  int64_t num_stages() const { return config_.n_layer + 2; }
+  torch::Tensor forward_stage(int64_t stage, const torch::Tensor& x);
+  // This rank's parameters that a stage uses, by their Hugging Face names, as
+  // Gpt2LMHeadModel::stage_parameters lists them (the tied wte: the first and the last stage).
+  std::vector<std::pair<std::string, torch::Tensor>> stage_parameters(int64_t stage) const;
 
   // model::lm_loss's shifted mean cross-entropy (labels -100 ignored) on the split logits, the
   // same value on every rank.

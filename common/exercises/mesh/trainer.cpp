@@ -1,0 +1,363 @@
+// GPT-2 on the device mesh data x pipeline x tensor, see mesh/mesh_trainer.h.
+#include "dtlab/mesh/mesh_trainer.h"
+
+#include <fmt/format.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "dtlab/core/error.h"
+#include "dtlab/core/storage.h"
+#include "dtlab/dist/broadcast_state.h"
+#include "dtlab/lm/pp_step.h"
+#include "dtlab/mesh/device_mesh.h"
+#include "dtlab/pipeline/gpt2_layout.h"
+#include "dtlab/pipeline/simulate.h"
+#include "dtlab/tasks/mesh.h"
+#include "dtlab/tasks/pp.h"
+#include "dtlab/train/rank_dump.h"
+#include "dtlab/tp/gpt2_tp.h"
+#include "dtlab/tp/save.h"
+
+namespace dtlab::mesh {
+namespace {
+
+int64_t bytes_of(const torch::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
+// The plan checked and completed before any group is made, on every rank alike, so that bad
+// sizes are an error on every rank, not a hang on those that pass.
+MeshPlan checked_plan(MeshPlan plan, const model::Gpt2LMHeadModel& whole, int world) {
+  for (const auto& [name, size] : {std::pair{"data", plan.data}, std::pair{"pipeline", plan.pipeline},
+                                   std::pair{"tensor", plan.tensor}}) {
+    if (size < 1) throw Error(fmt::format("the mesh's {} size is {}: at least 1", name, size));
+  }
+  if (plan.data * plan.pipeline * plan.tensor != world) {
+    throw Error(fmt::format("data {} x pipeline {} x tensor {} is {} ranks, not the world's {}", plan.data,
+                            plan.pipeline, plan.tensor, plan.data * plan.pipeline * plan.tensor, world));
+  }
+  const model::Gpt2Config& config = whole->config();
+  if (config.n_head % plan.tensor != 0 || config.inner_dim() % plan.tensor != 0) {
+    throw Error(fmt::format("tensor {} does not divide GPT-2's {} attention heads and MLP width {}: each rank "
+                            "computes whole heads and an equal part of the MLP", plan.tensor, config.n_head,
+                            config.inner_dim()));
+  }
+  if (plan.micro_batches < 1) throw Error(fmt::format("{} micro-batches: at least 1", plan.micro_batches));
+  if (plan.layer_stages.empty()) plan.layer_stages = pipeline::gpt2_layer_devices(whole, plan.pipeline);
+  if (static_cast<int64_t>(plan.layer_stages.size()) != whole->num_stages()) {
+    throw Error(fmt::format("the mesh's stage plan lists {} layers; GPT-2 has {}", plan.layer_stages.size(),
+                            whole->num_stages()));
+  }
+  for (int s = 0; s < plan.pipeline; ++s) {
+    if (std::find(plan.layer_stages.begin(), plan.layer_stages.end(), s) == plan.layer_stages.end()) {
+      throw Error(fmt::format("stage {} of {} would hold no layer of GPT-2's {}", s, plan.pipeline,
+                              whole->num_stages()));
+    }
+  }
+  return plan;
+}
+
+MeshShape shape_of(const MeshPlan& plan) {
+  return MeshShape::ordered({{kData, plan.data}, {kPipeline, plan.pipeline}, {kTensor, plan.tensor}}, plan.order);
+}
+
+std::string ranks_text(const std::vector<int>& ranks) { return fmt::format("{{{}}}", fmt::join(ranks, ", ")); }
+
+}  // namespace
+
+MeshLayout student_layout(const MeshShape& shape) {
+  std::vector<int> sizes;
+  for (const Axis& a : shape.axes()) sizes.push_back(a.size);
+  std::vector<std::vector<int>> table;
+  for (int rank = 0; rank < shape.world(); ++rank) table.push_back(coordinates_of(rank, sizes));
+  MeshLayout layout(shape, std::move(table));  // every rank placed once, or an Error naming two
+  for (size_t axis = 0; axis < sizes.size(); ++axis) {
+    const std::string& name = shape.axes()[axis].name;
+    for (int rank = 0; rank < shape.world(); ++rank) {
+      const std::vector<int> theirs = group_of(rank, static_cast<int>(axis), sizes);
+      const std::vector<int> expected = layout.group(rank, name);
+      if (theirs != expected) {
+        throw Error(fmt::format("group_of({}, {}, [{}]) gave {}: the ranks that share rank {}'s other coordinates "
+                                "(coordinates_of), in the order of their {} coordinate, are {}",
+                                rank, axis, fmt::join(sizes, ", "), ranks_text(theirs), rank, name,
+                                ranks_text(expected)));
+      }
+    }
+  }
+  return layout;
+}
+
+namespace {
+
+class MeshTrainer : public lm::GridTrainer {
+ public:
+  MeshTrainer(MeshPlan plan, model::Gpt2LMHeadModel whole, dist::Group& world)
+      : plan_(checked_plan(std::move(plan), whole, world.size())),
+        whole_(std::move(whole)),
+        mesh_(world, student_layout(shape_of(plan_)), "mesh"),
+        model_(whole_, mesh_.group(kTensor)) {
+    stage_ = mesh_.coordinate(kPipeline);
+    dtype_ = whole_->parameters().front().scalar_type();  // the boundaries' dtype: the model's
+    for (int64_t l = 0; l < static_cast<int64_t>(plan_.layer_stages.size()); ++l) {
+      if (plan_.layer_stages[static_cast<size_t>(l)] == stage_) my_layers_.push_back(l);
+    }
+    std::set<std::string> seen;
+    for (const int64_t l : my_layers_) {
+      for (auto& [name, p] : model_->stage_parameters(l)) {
+        if (seen.insert(name).second) mine_.emplace_back(name, p);
+      }
+    }
+    last_ = stage_ == plan_.pipeline - 1;
+    shares_tied_weight_ = plan_.pipeline > 1 && (stage_ == 0 || last_);
+    neighbours_ = checked_neighbours();
+    tied_peer_ = checked_tied_peer();
+    // Note [A rank holds its stage's slices].
+    for (const auto& p : model_->named_parameters()) {
+      if (!seen.count(tp::hf_name(p.key()))) release_storage(p.value());
+    }
+    release_model();
+  }
+
+  int replicas() const override { return mesh_.size(kData); }
+  int replica() const override { return mesh_.coordinate(kData); }
+  int ranks_per_replica() const override { return mesh_.size(kPipeline) * mesh_.size(kTensor); }
+  std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
+  void dump_at(train::RankDumpPlan plan) override { dump_ = std::move(plan); }
+  std::string section() const override { return "mesh"; }
+
+  train::StepResult step(train::TrainState& state, const train::StepInput& input) override {
+    const bool dump = dump_ && input.step == dump_->step;
+    if (dump) train::write_rank_dump(*dump_, train::DumpPoint::kBeforeStep, tensors(false), *input.rows);
+    model_->train();
+    dist::Group& world = mesh_.world();
+    const double seconds = world.log().seconds();
+    const data::Batch& b = *input.batch;
+    const int64_t rows = b.input_ids.size(0);
+    const int m = static_cast<int>(std::min<int64_t>(plan_.micro_batches, rows));
+    const std::vector<torch::Tensor> ids = torch::tensor_split(b.input_ids, m);
+    const std::vector<torch::Tensor> labels = torch::tensor_split(b.labels, m);
+    const std::vector<torch::Tensor> weights = torch::tensor_split(b.label_weights, m);
+    // Note [Data-parallel loss]: N, the target tokens of the global batch, on the last stage.
+    double scale = 0;
+    if (last_) {
+      torch::Tensor n = b.label_weights.sum().to(torch::kFloat64).reshape({1});
+      if (replicas() > 1) mesh_.group(kData).all_reduce(n, dist::ReduceOp::SUM, "target tokens");
+      scale = n.item<double>() > 0 ? replicas() / n.item<double>() : 0.0;
+    }
+    pipeline::StageCompute compute;
+    compute.forward = [this](const torch::Tensor& x) {
+      torch::Tensor y = x;
+      for (const int64_t l : my_layers_) y = model_->forward_stage(l, y);
+      return y;
+    };
+    if (last_) {
+      compute.loss = [&](int i, const torch::Tensor& logits) {
+        const auto k = static_cast<size_t>(i);
+        return tp::token_loss_sum(*model_, logits, labels[k], weights[k]).sum * scale;
+      };
+    }
+    const int64_t width = model_->config().n_embd;
+    std::vector<torch::Tensor> inputs;
+    std::vector<std::vector<int64_t>> output_shapes;
+    for (const torch::Tensor& part : ids) {
+      inputs.push_back(stage_ == 0 ? part
+                                   : torch::empty({part.size(0), part.size(1), width},
+                                                  torch::TensorOptions(dtype_).device(part.device())));
+      output_shapes.push_back({part.size(0), part.size(1), width});
+    }
+    // Each tensor rank's boundary goes to the same tensor rank of the neighbouring stage.
+    pipeline::StagePlace place{&world, stage_, plan_.pipeline, neighbours_.previous, neighbours_.next};
+    pipeline::StageStep stage_step(place, compute, std::move(inputs), std::move(output_shapes), dtype_);
+    pp::run_stage(stage_step, schedules(m).at(static_cast<size_t>(stage_)));
+    stage_step.check_complete();
+
+    if (tied_peer_ >= 0) {
+      torch::Tensor& grad = tied().mutable_grad();
+      if (!grad.defined()) grad = torch::zeros_like(tied());
+      lm::exchange_tied_gradient(world, grad, tied_peer_, stage_ == 0);
+    }
+    std::vector<torch::Tensor> grads;
+    for (auto& [name, p] : mine_) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      grads.push_back(p.grad());
+    }
+    {
+      torch::NoGradGuard no_grad;
+      average_over_data(grads, mesh_);
+    }
+    if (dump) train::write_rank_dump(*dump_, train::DumpPoint::kAfterSync, tensors(true), *input.rows);
+    if (state.max_grad_norm > 0) clip(state.max_grad_norm);
+    state.optimizer->step();
+    state.scheduler->step();
+    model_->zero_grad(/*set_to_none=*/true);
+
+    // The step's loss on every rank: the last stage's (tensor rank 0's), averaged over the replicas.
+    const bool counts = last_ && mesh_.coordinate(kTensor) == 0;
+    torch::Tensor loss = torch::tensor({counts ? stage_step.loss() : 0.0}, torch::kFloat64);
+    world.all_reduce(loss, dist::ReduceOp::SUM, "loss");
+    return train::StepResult{static_cast<float>(loss.item<double>() / replicas()), world.log().seconds() - seconds};
+  }
+
+  // Every rank gets the whole model: each stage's slices gathered over its tensor group, then
+  // each stage's parameters broadcast from its rank of replica 0 and tensor rank 0.
+  void gather_model() override {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : whole_->parameters()) restore_storage(p, static_cast<size_t>(bytes_of(p)));
+    const auto whole = whole_->named_parameters();
+    for (const auto& [name, slice] : mine_) {
+      const std::vector<torch::Tensor> all =
+          mesh_.group(kTensor).all_gather(slice.detach().contiguous(), "mesh gather " + name);
+      whole[name].copy_(tp::unshard(name, all, model_->config()));
+    }
+    std::set<std::string> seen;  // across the stages: the tied weight goes with stage 0
+    for (int s = 0; s < plan_.pipeline; ++s) {
+      std::vector<torch::Tensor> params;
+      for (int64_t l = 0; l < static_cast<int64_t>(plan_.layer_stages.size()); ++l) {
+        if (plan_.layer_stages[static_cast<size_t>(l)] != s) continue;
+        for (const auto& [name, p] : whole_->stage_parameters(l)) {
+          if (seen.insert(name).second) params.push_back(p);
+        }
+      }
+      dist::broadcast_tensors(params, mesh_.world(), rank_at(0, s, 0), fmt::format("stage {} weights", s));
+    }
+  }
+  void release_model() override {
+    for (const auto& p : whole_->parameters()) release_storage(p);
+  }
+
+  nlohmann::json summary() override {
+    dist::Group& world = mesh_.world();
+    int64_t bytes = 0;
+    for (const auto& [name, p] : mine_) bytes += bytes_of(p);
+    torch::Tensor rows = torch::zeros({world.size()}, torch::kFloat64);
+    rows[world.rank()] = static_cast<double>(bytes);
+    world.all_reduce(rows, dist::ReduceOp::SUM, "mesh summary");
+    std::vector<int64_t> parameter_bytes;
+    for (int r = 0; r < world.size(); ++r) parameter_bytes.push_back(static_cast<int64_t>(rows[r].item<double>()));
+    return {{"data", plan_.data}, {"pipeline", plan_.pipeline}, {"tensor", plan_.tensor},
+            {"order", mesh_.shape().describe()}, {"micro_batches", plan_.micro_batches},
+            {"schedule", pipeline::schedule_kind_name(plan_.schedule)}, {"layer_stages", plan_.layer_stages},
+            {"parameter_bytes", parameter_bytes}};
+  }
+
+  std::string describe() const override {
+    return fmt::format("  mesh        {}\n  this rank   stage {} of {} (GPT-2 stages {}), tensor rank {} of {}, replica "
+                       "{} of {}",
+                       mesh_.layout().describe(), stage_, plan_.pipeline, fmt::join(my_layers_, ", "),
+                       mesh_.coordinate(kTensor), plan_.tensor, mesh_.coordinate(kData), plan_.data);
+  }
+
+ private:
+  // The world rank at (data, pipeline, tensor), whatever the mesh's order.
+  int rank_at(int data, int stage, int tensor) const {
+    std::vector<int> coordinates;
+    for (const Axis& a : mesh_.shape().axes()) {
+      coordinates.push_back(a.name == kData ? data : a.name == kPipeline ? stage : tensor);
+    }
+    return mesh_.layout().rank_of(coordinates);
+  }
+  // The student's stage_neighbours, held to what a pipeline needs: a rank on the previous and the
+  // next stage (their pipeline coordinates one less and one more), none past the ends. Which
+  // replica and tensor rank they are is the student's (the grader checks it from the sends).
+  StageNeighbours checked_neighbours() {
+    const StageNeighbours n = stage_neighbours(mesh_);
+    const auto check = [&](const char* which, int got, int stage) {
+      const bool none = stage < 0 || stage >= plan_.pipeline;
+      if (none ? got != -1 : (got < 0 || got >= mesh_.world().size() ||
+                              mesh_.layout().coordinate(got, kPipeline) != stage)) {
+        throw Error(fmt::format("stage_neighbours on rank {} (stage {} of {}): its {} rank is {}, where {}",
+                                mesh_.rank(), stage_, plan_.pipeline, which, got,
+                                none ? std::string("there is none (-1)")
+                                     : fmt::format("a rank of stage {} was due", stage)));
+      }
+    };
+    check("previous", n.previous, stage_ - 1);
+    check("next", n.next, stage_ + 1);
+    return n;
+  }
+
+  // The student's tied_embedding_peer: a rank of the other end where this stage shares the tied
+  // weight, -1 elsewhere.
+  int checked_tied_peer() {
+    const int peer = tied_embedding_peer(mesh_);
+    const int other = stage_ == 0 ? plan_.pipeline - 1 : 0;
+    const bool bad = shares_tied_weight_ ? peer < 0 || peer >= mesh_.world().size() ||
+                                               mesh_.layout().coordinate(peer, kPipeline) != other
+                                         : peer != -1;
+    if (bad) {
+      throw Error(fmt::format("tied_embedding_peer on rank {} (stage {} of {}) is {}, where {}", mesh_.rank(), stage_,
+                              plan_.pipeline, peer,
+                              shares_tied_weight_ ? fmt::format("a rank of stage {} was due", other)
+                                                  : std::string("this rank holds no second copy (-1)")));
+    }
+    return peer;
+  }
+
+  torch::Tensor tied() const {
+    for (const auto& [name, p] : mine_) {
+      if (name == "transformer.wte.weight") return p;
+    }
+    throw Error(fmt::format("stage {} holds no slice of the tied embedding", stage_));
+  }
+
+  const std::vector<pipeline::StageSchedule>& schedules(int m) {
+    auto it = checked_.find(m);
+    if (it != checked_.end()) return it->second;
+    const pipeline::ScheduleBuilder build = plan_.schedule == pipeline::ScheduleKind::kGPipe
+                                                ? pipeline::ScheduleBuilder(pp::gpipe_schedule)
+                                                : pipeline::ScheduleBuilder(pp::one_f_one_b_schedule);
+    std::vector<pipeline::StageSchedule> lists = pipeline::stage_schedules(build, plan_.pipeline, m);
+    pipeline::check_schedules(lists, m);
+    pipeline::check_message_order(lists);
+    return checked_.emplace(m, std::move(lists)).first->second;
+  }
+
+  // The student's norm of the whole model, then every gradient times min(1, max / (norm + 1e-6)).
+  void clip(double max_norm) {
+    torch::NoGradGuard no_grad;
+    std::vector<SliceGradient> grads;
+    for (const auto& [name, p] : mine_) grads.push_back({name, p.grad(), tp::is_replicated(name)});
+    const double norm = whole_model_gradient_norm(grads, mesh_);
+    const double coefficient = std::min(1.0, max_norm / (norm + 1e-6));
+    for (const auto& [name, p] : mine_) {
+      if (p.grad().defined()) p.grad().mul_(coefficient);
+    }
+  }
+
+  // param.<name> (and grad.<name>) of this rank's slices, under their Hugging Face names.
+  io::TensorMap tensors(bool gradients) const {
+    io::TensorMap out;
+    for (const auto& [name, p] : mine_) {
+      out["param." + name] = p.detach().to(torch::kCPU).clone();
+      if (gradients && p.grad().defined()) out["grad." + name] = p.grad().to(torch::kCPU).clone();
+    }
+    return out;
+  }
+
+  MeshPlan plan_;
+  model::Gpt2LMHeadModel whole_;
+  DeviceMesh mesh_;
+  tp::TensorParallelGpt2 model_;
+  int stage_ = 0;
+  torch::ScalarType dtype_ = torch::kFloat32;
+  bool last_ = false, shares_tied_weight_ = false;
+  StageNeighbours neighbours_;
+  int tied_peer_ = -1;
+  std::vector<int64_t> my_layers_;
+  std::vector<std::pair<std::string, torch::Tensor>> mine_;  // this stage's slices, the tied one once
+  std::map<int, std::vector<pipeline::StageSchedule>> checked_;
+  std::optional<train::RankDumpPlan> dump_;
+};
+
+}  // namespace
+
+std::unique_ptr<lm::GridTrainer> make_mesh_trainer(MeshPlan plan, model::Gpt2LMHeadModel whole, dist::Group& world) {
+  return std::make_unique<MeshTrainer>(std::move(plan), std::move(whole), world);
+}
+
+}  // namespace dtlab::mesh

@@ -1,0 +1,51 @@
+// mesh, part 1: the layout of a device mesh (dtlab/tasks/mesh.h).
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "dtlab/core/error.h"
+#include "dtlab/tasks/mesh.h"
+
+namespace dtlab::mesh {
+namespace {
+
+[[maybe_unused]] int world_of(const std::vector<int>& sizes) {
+  int world = 1;
+  for (const int s : sizes) world *= s;
+  return world;
+}
+
+}  // namespace
+
+std::vector<int> coordinates_of(int rank, const std::vector<int>& sizes) {
+  const int world = world_of(sizes);
+  if (rank < 0 || rank >= world) {
+    throw Error(fmt::format("rank {} is not in a mesh of {} ranks ({})", rank, world, fmt::join(sizes, " x ")));
+  }
+  // BEGIN TODO(mesh): the rank's digits in the mixed radix of sizes, the last axis the fastest: peel them off from the last axis to the first (coordinate = rest % size, rest = rest / size).
+  std::vector<int> coordinates(sizes.size(), 0);
+  int rest = rank;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    coordinates[i] = rest % sizes[i];
+    rest /= sizes[i];
+  }
+  return coordinates;
+  // END TODO
+}
+
+std::vector<int> group_of(int rank, int axis, const std::vector<int>& sizes) {
+  if (axis < 0 || axis >= static_cast<int>(sizes.size())) {
+    throw Error(fmt::format("axis {} is not one of the mesh's {} axes", axis, sizes.size()));
+  }
+  // BEGIN TODO(mesh): keep rank's coordinates, set the coordinate on axis to 0, 1, ..., size - 1 in turn, and give each its world rank (the stride of an axis is the product of the sizes after it).
+  const std::vector<int> mine = coordinates_of(rank, sizes);
+  int stride = 1;
+  for (size_t i = static_cast<size_t>(axis) + 1; i < sizes.size(); ++i) stride *= sizes[i];
+  const int first = rank - mine[static_cast<size_t>(axis)] * stride;
+  std::vector<int> members;
+  for (int c = 0; c < sizes[static_cast<size_t>(axis)]; ++c) members.push_back(first + c * stride);
+  return members;
+  // END TODO
+}
+
+}  // namespace dtlab::mesh
