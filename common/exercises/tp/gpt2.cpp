@@ -89,7 +89,9 @@ TensorParallelGpt2Impl::TensorParallelGpt2Impl(const model::Gpt2LMHeadModel& who
 }
 
 torch::Tensor TensorParallelGpt2Impl::parameter(const std::string& name) const {
-  const torch::Tensor* found = named_parameters(/*recurse=*/false).find(parameter_key(name));
+  // The dictionary must outlive the pointer find() returns into it (it is a copy, made per call).
+  const torch::OrderedDict<std::string, torch::Tensor> parameters = named_parameters(/*recurse=*/false);
+  const torch::Tensor* found = parameters.find(parameter_key(name));
   if (!found) throw Error("the tensor-parallel GPT-2 has no parameter " + name);
   return *found;
 }
