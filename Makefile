@@ -59,7 +59,9 @@ ZERO_TASKS := $(shell awk '!/^\#/ && $$3 == "zero" {print $$1}' exercises.txt)
 TP_TASKS := $(shell awk '!/^\#/ && $$3 == "tp" {print $$1}' exercises.txt)
 # Context parallel (kind cp): the language-model flags and --cp.
 CP_TASKS := $(shell awk '!/^\#/ && $$3 == "cp" {print $$1}' exercises.txt)
-GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS) $(ZERO_TASKS) $(TP_TASKS) $(CP_TASKS),$(DP_TASKS))
+# The device mesh (kind mesh): the language-model flags, --stages, --tp and --mesh_order.
+MESH_TASKS := $(shell awk '!/^\#/ && $$3 == "mesh" {print $$1}' exercises.txt)
+GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS) $(ZERO_TASKS) $(TP_TASKS) $(CP_TASKS) $(MESH_TASKS),$(DP_TASKS))
 
 # The data-parallel exercises run WORLD local ranks; the global batch stays BATCH.
 WORLD  ?= 4
@@ -97,16 +99,17 @@ help:
 	@echo "make test            build and run every test (ctest)"
 	@echo "make test-changed    the suites that test what changed since BASE=main (scripts/changed_labels.sh -v says why)"
 	@echo "the exercises (exercises.txt): make T runs YOUR tasks/T, make check-T grades it, make test-T runs the tests of the kit's parts it uses$(if $(HAVE_SOLUTIONS),$(comma) make T-solution runs the reference)"
-	@awk '!/^#/ && NF { t = $$1; l = $$2; k = $$3; $$1 = $$2 = $$3 = ""; sub(/^ +/, ""); \
+	@awk '!/^#/ && NF { t = $$1; l = $$2; k = $$3; $$1 = $$2 = $$3 = ""; sub(/^ +/, ""); sub(/^uses=[^ ]+ +/, ""); \
 	  printf "  make %-9s make check-%-9s make test-%-9s %s (%s)\n", t, t, t, $$0, \
 	  l != "ranks" ? "one process" : k == "pp" ? "PP_STAGES=2 local ranks" : k == "tp" ? "TP=2 local ranks" : k == "cp" ? "CP=2 local ranks" : \
+	  k == "mesh" ? "MESH_STAGES x MESH_TP x MESH_DATA = 8 local ranks" : \
 	  "WORLD=4 local ranks" }' exercises.txt
 	@echo "  task 1 runs on the fixtures (MODEL DATA LR EPOCHS BATCH SEQ SEED); dp DP_MODEL=gpt2 for GPT-2 small's shape;"
 	@echo "  pipeline: single stage, model parallel, pipeline; pp: PP_STAGES=2 ranks, PP_SCHEDULE=1f1b|gpipe, WORLD=4 for data x pipeline"
 	@echo "  zero: ZERO_STAGE=1|2|3 (ZeRO-1, ZeRO-2, FSDP; default 3) on WORLD ranks, ZERO_STEPS steps of ZERO_BATCH pairs"
 	@echo "  tp: TP=2 ranks per tensor group (default 2), on TP ranks or WORLD (TP x DP), TP_STEPS steps of TP_BATCH pairs"
 	@echo "  cp: CP=2 ranks per context group (default 2), on CP ranks or WORLD (CP x DP), CP_BLOCK keys a block, CP_LAYOUT=balanced|contiguous"
-	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s$(comma) dp and zero's stages$(comma) pp and tp on 4 hosts at every rate; figures 9$(comma) 12$(comma) 14 and 15")
+	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s$(comma) dp and zero's stages$(comma) pp and tp on 4 hosts at every rate$(comma) the mesh's layouts on 2 hosts of 4 ranks; figures 9$(comma) 12$(comma) 14$(comma) 15 and 17")
 	$(INSTRUCTORS_ONLY)@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	$(INSTRUCTORS_ONLY)@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
 	$(INSTRUCTORS_ONLY)@echo "make bench-dp        time per iteration of task 2a/2b/3 at 1, 2, 4 ranks; DDP bucket-cap sweep"
@@ -249,19 +252,41 @@ $(CP_TASKS) $(call solutions_of,$(CP_TASKS)): fixtures
 	  --cp $(CP) --cp_block $(CP_BLOCK) --cp_layout $(CP_LAYOUT) --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
 	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(CP_WORLD) --local_rank {rank} $(ARGS)
 
+# The device mesh (mesh): the GPT-2 of dp on MESH_DATA x MESH_STAGES x MESH_TP ranks (2 x 2 x 2),
+# MESH_STEPS steps of a global batch of MESH_BATCH pairs, the axes in MESH_ORDER (slowest first,
+# Megatron's). Each rank prints its coordinates; results.json's "mesh" holds every rank's
+# coordinates, parameter bytes and the sends each rank made to each other.
+MESH_DATA   ?= 2
+MESH_STAGES ?= 2
+MESH_TP     ?= 2
+MESH_STEPS  ?= 20
+MESH_BATCH  ?= 16
+MESH_ORDER  ?= pipeline,data,tensor
+MESH_WORLD = $(shell echo $$(( $(MESH_DATA) * $(MESH_STAGES) * $(MESH_TP) )))
+$(MESH_TASKS) $(call solutions_of,$(MESH_TASKS)): fixtures
+	scripts/run_local_ranks.sh $(MESH_WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
+	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
+	  --global_batch_size $(MESH_BATCH) --learning_rate $(GPT2_LR) --max_steps $(MESH_STEPS) --no_eval --seed $(SEED) \
+	  --stages $(MESH_STAGES) --tp $(MESH_TP) --micro_batches 2 --mesh_order $(MESH_ORDER) --output_dir $(OUT)/$@ \
+	  --overwrite_output_dir --no_save --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(MESH_WORLD) \
+	  --local_rank {rank} $(ARGS)
+
 # Tasks 2a, 2b and 3 on an emulated cluster (root: network namespaces whose links are
 # rate-limited in both directions; scripts/cluster_demo.sh): CLUSTER_RATES x CLUSTER_RANKS, a
 # BERT of 5 BERT-base layers on a short sequence and a small batch, so that the network decides;
 # then dp at 1, 2, 4 hosts and pp at 2 and 4 hosts (one stage each) at the first rate, dp and
 # zero at ZeRO-1, ZeRO-2 and FSDP on 4 hosts at every rate, and dp, pp and tp (TP 4, TP 2 x DP 2)
-# on 4 hosts at CLUSTER_AXES_RATES (down to 250 Mbit/s, where the bytes decide).
+# on 4 hosts at CLUSTER_AXES_RATES (down to 250 Mbit/s, where the bytes decide), and the mesh's
+# layouts on 2 hosts of 4 ranks at the same rates (figure 17). CLUSTER_PARTS picks parts (bert
+# gpt2 zero axes mesh).
 CLUSTER_RATES ?= 1gbit 2500mbit 10gbit unlimited
 CLUSTER_AXES_RATES ?= 250mbit 1gbit 10gbit unlimited
 CLUSTER_RANKS ?= 4 2
 CLUSTER_STEPS ?= 6
+CLUSTER_PARTS ?= bert gpt2 zero axes mesh
 cluster-demo: build
 	scripts/cluster_demo.sh --out $(GRADE) --rates "$(CLUSTER_RATES)" --axes_rates "$(CLUSTER_AXES_RATES)" --ranks "$(CLUSTER_RANKS)" \
-	  --steps $(CLUSTER_STEPS) --build $(BUILD)
+	  --steps $(CLUSTER_STEPS) --build $(BUILD) --parts "$(CLUSTER_PARTS)"
 
 # GPT-2 learns the invented German->English fixture in one process (dtlab-gpt2, the reference of
 # the language-model exercises): per-epoch validation loss, perplexity, BLEU and a few

@@ -1,5 +1,6 @@
 # Reads exercises.txt (the table of exercises, see its header) into DTLAB_EXERCISES (names in
-# order) and DTLAB_EXERCISE_<name>_LAUNCH / _KIND / _TITLE, and writes the grader's copy of the
+# order) and DTLAB_EXERCISE_<name>_LAUNCH / _KIND / _USES (the rows whose tasks/ folders it
+# also compiles), and writes the grader's copy of the
 # table as a C++ header (exercise_table.inc in the build folder).
 function(dtlab_read_exercises)
   set(table ${PROJECT_SOURCE_DIR}/exercises.txt)
@@ -13,15 +14,26 @@ function(dtlab_read_exercises)
     if(line MATCHES "^[ \t]*(#|$)")
       continue()
     endif()
-    if(NOT line MATCHES "^([a-z0-9_]+)[ \t]+(single|ranks)[ \t]+(finetune|sync|ddp|traffic|dp|pipeline|pp|zero|tp|cp)[ \t]+(.+)$")
-      message(FATAL_ERROR "exercises.txt:${number}: expected 'name single|ranks finetune|sync|ddp|traffic|dp|pipeline|pp|zero|tp|cp title', got: ${line}")
+    if(NOT line MATCHES "^([a-z0-9_]+)[ \t]+(single|ranks)[ \t]+(finetune|sync|ddp|traffic|dp|pipeline|pp|zero|tp|cp|mesh)[ \t]+(uses=([a-z0-9_,]+)[ \t]+)?(.+)$")
+      message(FATAL_ERROR "exercises.txt:${number}: expected 'name single|ranks finetune|sync|ddp|traffic|dp|pipeline|pp|zero|tp|cp|mesh [uses=a,b] title', got: ${line}")
     endif()
     set(name ${CMAKE_MATCH_1})
     list(APPEND names ${name})
     set(DTLAB_EXERCISE_${name}_LAUNCH ${CMAKE_MATCH_2} PARENT_SCOPE)
     set(DTLAB_EXERCISE_${name}_KIND ${CMAKE_MATCH_3} PARENT_SCOPE)
-    string(REPLACE "\"" "\\\"" title "${CMAKE_MATCH_4}")
-    string(APPEND rows "  {\"${name}\", \"${CMAKE_MATCH_2}\", \"${CMAKE_MATCH_3}\", \"${title}\"},\n")
+    string(REPLACE "," ";" uses "${CMAKE_MATCH_5}")
+    foreach(used IN LISTS uses)
+      if(NOT used IN_LIST names)
+        message(FATAL_ERROR "exercises.txt:${number}: ${name} uses ${used}, which is not a row above it")
+      endif()
+    endforeach()
+    set(DTLAB_EXERCISE_${name}_USES ${uses} PARENT_SCOPE)
+    string(REPLACE "\"" "\\\"" title "${CMAKE_MATCH_6}")
+    string(REPLACE ";" "\", \"" uses_list "${uses}")
+    if(uses_list)
+      set(uses_list "\"${uses_list}\"")
+    endif()
+    string(APPEND rows "  {\"${name}\", \"${CMAKE_MATCH_2}\", \"${CMAKE_MATCH_3}\", \"${title}\", {${uses_list}}},\n")
   endforeach()
   set(DTLAB_EXERCISES ${names} PARENT_SCOPE)
   file(WRITE ${PROJECT_BINARY_DIR}/exercise_table.inc.new

@@ -12,7 +12,16 @@ struct Exercise {
   std::string launch;  // "single" or "ranks"
   std::string kind;    // "finetune", "sync", "ddp", "traffic"
   std::string title;
+  // The rows whose tasks/ folders this one also compiles (exercises.txt's uses=): the mesh
+  // composes the student's own pp and tp answers.
+  std::vector<std::string> uses;
   bool ranks() const { return launch == "ranks"; }
+  // Its folders under tasks/: its own, then those it uses.
+  std::vector<std::string> folders() const {
+    std::vector<std::string> all = {name};
+    all.insert(all.end(), uses.begin(), uses.end());
+    return all;
+  }
 };
 
 // Every exercise, in the order they are taught.

@@ -10,7 +10,8 @@ namespace dtlab::grader {
 int list_command() {
   double total = 0;
   for (const Exercise& e : exercises()) {
-    fmt::print("{}  {}\n", e.name, e.title);
+    fmt::print("{}  {}{}\n", e.name, e.title,
+               e.uses.empty() ? "" : fmt::format(" (compiles your tasks/{} too)", fmt::join(e.uses, ", tasks/")));
     for (const CheckSpec* c : checks_of(e.name)) {
       fmt::print("  {:<11} {:>2g} pt  {}\n", c->id, c->points, c->title);
       total += c->points;

@@ -336,7 +336,7 @@ std::vector<std::string> figure_exercises(const std::string& figure) {
       {"pipeline_modes", {"pipeline"}}, {"pipeline_timeline", {"pipeline"}},
       {"pp_timeline", {"pp"}},       {"pp_schedules", {"pp"}},
       {"zero_memory", {"zero"}},     {"cluster", {}},               {"cluster_lm", {}},
-      {"cluster_zero", {}},          {"cluster_tp", {}}};
+      {"cluster_zero", {}},          {"cluster_tp", {}},            {"cluster_mesh", {}}};
   const auto it = kExercises.find(figure);
   if (it == kExercises.end()) throw Error("report: figure " + figure + " names no exercises (report.cpp)");
   return it->second;
@@ -383,7 +383,8 @@ ReportSummary render_report(const ReportOptions& options) {
   report.scores = score_table(folder, report.score, notes);
 
   Plotter plotter{options, out_dir, notes, summary.figures};
-  Table timing, traffic, sweep, dp_scaling, pipeline_modes, cluster, cluster_lm, zero_memory, cluster_zero, cluster_tp;
+  Table timing, traffic, sweep, dp_scaling, pipeline_modes, cluster, cluster_lm, zero_memory, cluster_zero, cluster_tp,
+      cluster_mesh;
   const std::vector<Figure> figures = {
       timing_figure(folder, pv, plotter, timing), loss_figure(folder, pv, plotter),
       traffic_figure(folder, pv, plotter, traffic), sweep_figure(folder, pv, plotter, sweep),
@@ -392,7 +393,7 @@ ReportSummary render_report(const ReportOptions& options) {
       cluster_figure(folder, pv, plotter, cluster), pp_timeline_figure(folder, pv, plotter),
       pp_schedules_figure(folder, pv, plotter), cluster_lm_figure(folder, pv, plotter, cluster_lm),
       zero_memory_figure(folder, pv, plotter, zero_memory), cluster_zero_figure(folder, pv, plotter, cluster_zero),
-      cluster_tp_figure(folder, pv, plotter, cluster_tp)};
+      cluster_tp_figure(folder, pv, plotter, cluster_tp), cluster_mesh_figure(folder, pv, plotter, cluster_mesh)};
   for (const Figure& fig : figures) {
     if (!fig.missing.empty()) {
       // An earlier report's figure must not pass for this one's.
@@ -408,7 +409,7 @@ ReportSummary render_report(const ReportOptions& options) {
     report.figures.push_back(fig);
   }
   for (Table* t : {&timing, &traffic, &sweep, &dp_scaling, &pipeline_modes, &cluster, &cluster_lm, &zero_memory, &cluster_zero,
-                    &cluster_tp})
+                    &cluster_tp, &cluster_mesh})
     if (!t->rows.empty()) {
       t->title = fmt::format("Table {}. {}", report.tables.size() + 1, t->title);
       report.tables.push_back(*t);

@@ -426,4 +426,49 @@ Figure cluster_tp_figure(const Folder& f, const Provenance& pv, Plotter& plotter
   return c::rate_figure(f, pv, plotter, table, spec);
 }
 
+// Figure 17: the axes composed, on 2 emulated hosts of 4 ranks each (a machine of 4 devices on one
+// NIC): every layout of the mesh reference that fits, at the axes' rates. The prediction is the
+// bytes rank 0's host sends a step, from the kit's own log (Note [The host link's bytes],
+// mesh/mesh_trainer.h): its sends to the other host and the hops of the data and tensor groups'
+// rings that leave it. Tensor parallelism inside a host sends nothing of its per-layer all-reduces
+// over the link; across the hosts it sends them all.
+Figure cluster_mesh_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table) {
+  namespace c = cluster_figure_parts;
+  c::RateFigure spec;
+  spec.number = 17;
+  spec.name = "cluster_mesh";
+  spec.title = "The axes composed on two emulated hosts of four ranks: time per step against the link rate";
+  spec.table_title = "mesh layouts on 2 emulated hosts of 4 ranks (scripts/cluster_demo.sh --parts mesh)";
+  spec.missing = "no emulated-cluster runs of the mesh (purpose \"cluster-mesh\"): `sudo make cluster-demo` makes them";
+  spec.order = {"D8", "P2xT4", "D2xP2xT2", "D2xT4", "D2xT4across"};  // gnuplot's words: no spaces
+  spec.series = [](const Run& r) -> std::string {
+    if (r.purpose != "cluster-mesh") return "";
+    const auto d = number(r.results, {"mesh", "data"}), p = number(r.results, {"mesh", "pipeline"}),
+               t = number(r.results, {"mesh", "tensor"});
+    if (!d || !p || !t) return "";
+    std::string name;
+    for (const auto& [letter, size] : {std::pair{"D", *d}, std::pair{"P", *p}, std::pair{"T", *t}}) {
+      if (size > 1) name += fmt::format("{}{}{:g}", name.empty() ? "" : "x", letter, size);
+    }
+    // The tensor axis not the fastest: its groups span hosts (Note [The mesh's order]).
+    const std::string order = text(r.results, {"mesh", "order"});
+    const bool across = *t > 1 && order.rfind("tensor") + std::string("tensor").size() + 2 < order.size();
+    return name + (across ? "across" : "");
+  };
+  spec.predicted = [](const std::string&, const std::vector<const Run*>& runs, const auto&) {
+    return c::first_number(runs, {"mesh", "predicted_bytes_sent_per_step"});
+  };
+  spec.caption = fmt::format(
+      "The mesh reference (gpt2-mini, a global batch of 32 pairs in 4 micro-batches) on 8 ranks as {{}} x 4: "
+      "network-namespace hosts of this machine, 4 ranks each, which talk inside a host over its own loopback and "
+      "between hosts over the shaped link (sudo make cluster-demo). D data, P pipeline, T tensor; \"across\": the "
+      "tensor groups span both hosts (--mesh_order tensor,data,pipeline), otherwise each sits inside one (Megatron's "
+      "order). Left: seconds per step against the link rate, measured (solid) and modelled (dashed) as the unlimited "
+      "run's step plus host 0's predicted bytes / rate ({:.0f}% of the rate payload). Right: the bytes host 0 sends "
+      "a step, predicted from the kit's log (the sends to the other host, and the hops of each data and tensor ring "
+      "that leave it, 2(n-1)/n of the payload each) and measured on its eth0.",
+      100 * c::kPayloadShare);
+  return c::rate_figure(f, pv, plotter, table, spec);
+}
+
 }  // namespace dtlab::grader::report_parts

@@ -122,5 +122,6 @@ Figure cluster_figure(const Folder& f, const Provenance& pv, Plotter& plotter, T
 Figure zero_memory_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure cluster_zero_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure cluster_tp_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
+Figure cluster_mesh_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 
 }  // namespace dtlab::grader::report_parts

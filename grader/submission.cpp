@@ -19,6 +19,7 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/tooling/process.h"
+#include "exercises.h"
 
 namespace fs = std::filesystem;
 
@@ -57,7 +58,15 @@ std::map<std::string, std::string> missing_exercises(const fs::path& submission,
   const fs::path root = fs::absolute(submission_tasks_root(submission));
   std::map<std::string, std::string> missing;
   for (const auto& e : exercises) {
-    if (!fs::is_directory(root / e)) missing[e] = fmt::format("the submission has no {}/ folder", (root / e).string());
+    // An exercise that uses others' answers (exercises.txt's uses=) needs their folders too.
+    for (const std::string& folder : exercise(e).folders()) {
+      if (!fs::is_directory(root / folder)) {
+        missing[e] = folder == e ? fmt::format("the submission has no {}/ folder", (root / e).string())
+                                 : fmt::format("the submission has no {}/ folder, which {} compiles with its own (it "
+                                               "composes your {} answers)", (root / folder).string(), e, folder);
+        break;
+      }
+    }
   }
   return missing;
 }
@@ -287,16 +296,27 @@ SubmissionBuild build_submission(const fs::path& submission, const std::vector<s
   jail.visible = {fs::absolute(source_dir) / "common", fs::absolute(build_dir) / "common"};
   for (const auto& e : present) {
     jail.visible.push_back(fs::absolute(build_dir) / "CMakeFiles" / ("driver-" + e + ".dir"));
-    const fs::path kit = fs::absolute(build_dir) / "CMakeFiles" / ("kit-" + e + ".dir");
-    if (fs::is_directory(kit)) jail.visible.push_back(kit);
+    for (const std::string& folder : exercise(e).folders()) {  // the kit's objects its link line names
+      const fs::path kit = fs::absolute(build_dir) / "CMakeFiles" / ("kit-" + folder + ".dir");
+      if (fs::is_directory(kit)) jail.visible.push_back(kit);
+    }
   }
-  std::map<std::string, std::vector<std::string>> sources;
+  // Each exercise's sources as (folder, file): its own folder's, then those of the folders it uses.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> sources;
+  std::map<std::string, std::vector<std::string>> copied;  // a folder copied once, for every exercise
   for (const auto& e : present) {
-    try {
-      sources[e] = copy_exercise(submission, root / e, jail.work / "src" / e);
-      if (sources[e].empty()) build.failures[e] = fmt::format("{}/ holds no .cpp file", (root / e).string());
-    } catch (const std::exception& ex) {
-      build.failures[e] = ex.what();
+    for (const std::string& folder : exercise(e).folders()) {
+      try {
+        if (!copied.count(folder)) copied[folder] = copy_exercise(submission, root / folder, jail.work / "src" / folder);
+        if (copied[folder].empty()) {
+          build.failures[e] = fmt::format("{}/ holds no .cpp file", (root / folder).string());
+          break;
+        }
+        for (const std::string& name : copied[folder]) sources[e].emplace_back(folder, name);
+      } catch (const std::exception& ex) {
+        build.failures[e] = ex.what();
+        break;
+      }
     }
     fs::create_directories(jail.work / "obj" / e);
   }
@@ -318,12 +338,12 @@ SubmissionBuild build_submission(const fs::path& submission, const std::vector<s
     }
     std::string failed;
     std::vector<std::string> objects;
-    for (const auto& name : sources[e]) {
-      const std::string object = (jail.work / "obj" / e / (name + ".o")).string();
+    for (const auto& [folder, name] : sources[e]) {
+      const std::string object = (jail.work / "obj" / e / (folder + "-" + name + ".o")).string();
       const CompileResult r = run_compile(sandbox, jail, {"/bin/sh", "-c", commands.compile + " -o " + object + " -c " +
-                                                          (jail.work / "src" / e / name).string()});
+                                                          (jail.work / "src" / folder / name).string()});
       if (r.exit_code != 0) {
-        failed = fmt::format("{}/ does not compile{}:\n{}", (root / e).string(),
+        failed = fmt::format("{}/ does not compile{}:\n{}", (root / folder).string(),
                              r.timed_out ? fmt::format(" (the compile took more than {:g} s)", sandbox.compile_limits.seconds) : "",
                              compiler_errors(r.output));
         break;
@@ -344,9 +364,11 @@ SubmissionBuild build_submission(const fs::path& submission, const std::vector<s
     }
     if (!failed.empty()) {
       // The compiler names the copies: name the student's own files instead.
-      const std::string copy = (jail.work / "src" / e).string(), own = (root / e).string();
-      for (size_t at = failed.find(copy); at != std::string::npos; at = failed.find(copy, at + own.size())) {
-        failed.replace(at, copy.size(), own);
+      for (const std::string& folder : exercise(e).folders()) {
+        const std::string copy = (jail.work / "src" / folder).string(), own = (root / folder).string();
+        for (size_t at = failed.find(copy); at != std::string::npos; at = failed.find(copy, at + own.size())) {
+          failed.replace(at, copy.size(), own);
+        }
       }
       build.failures[e] = failed;
       continue;

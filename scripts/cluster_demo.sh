@@ -12,12 +12,15 @@
 #   sudo scripts/cluster_demo.sh [--out DIR] [--rates "1gbit 2500mbit 10gbit unlimited"]
 #                                [--axes_rates "250mbit 1gbit 10gbit unlimited"]
 #                                [--ranks "4 2"] [--steps 6] [--build build]
+#                                [--parts "bert gpt2 zero axes mesh"]
 # DIR (default out/grade, the grading's results folder) gets runs/cluster-<task>-<rate>-w<N>/
 # (each rank's log, output/results.json, run.json with the rate) and cluster-fixtures/ (the
 # model: BERT-base's width, 5 layers, the fixture's 662 words, sequence 8, global batch 8), and
 # runs/cluster-dp-<rate>-w<N>/, runs/cluster-pp-<rate>-w<N>/ (gpt2-mini on the translation
 # fixture; figure 12), runs/cluster-zero-<dp|1|2|3>-<rate>-w4/ (sharding; figure 14),
-# runs/cluster-tp-<dp|pp|tp4|tp2>-<rate>-w4/ (the three axes at the axes' rates; figure 15).
+# runs/cluster-tp-<dp|pp|tp4|tp2>-<rate>-w4/ (the three axes at the axes' rates; figure 15),
+# runs/cluster-mesh-<layout>-<rate>-w8/ (the mesh reference on 2 hosts of 4 ranks each; figure 17).
+# --parts runs only the named parts (bert: tasks 2a, 2b, 3; gpt2: dp and pp; zero; axes; mesh).
 # Prints one line per run: seconds per step, of it waiting for gradients; then, when DIR holds
 # a grading (make demo), renders its report again, with figures 9, 12, 14 and 15 from these runs.
 # The hosts are always torn down: at the end, on failure, on Ctrl-C or SIGTERM (and leftovers of a
@@ -31,6 +34,7 @@ axes_rates="250mbit 1gbit 10gbit unlimited"
 ranks_list="4 2"
 steps=6
 build=build
+parts="bert gpt2 zero axes mesh"
 readonly prefix=dtlabc  # its own prefix: never touches a rehearsal's dtlab-* hosts
 
 die() {
@@ -46,14 +50,19 @@ while (($# > 0)); do
     --ranks) ranks_list=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+    --parts) parts=$2; shift 2 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
 
 ((EUID == 0)) || die "needs root (network namespaces, links and rate limits): run it with sudo, e.g. sudo make cluster-demo"
 [[ $steps =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive number, got '$steps'"
-for t in task2a task2b task3 dp pp zero tp; do
+want() { [[ " $parts " == *" $1 "* ]]; }
+for part in $parts; do
+  [[ " bert gpt2 zero axes mesh " == *" $part "* ]] || die "--parts: unknown part '$part' (bert gpt2 zero axes mesh)"
+done
+for t in task2a task2b task3 dp pp zero tp mesh; do
   [[ -x $build/$t-solution ]] || die "$build/$t-solution is missing: run make build first"
 done
 [[ -x $build/tools/dtlab-fixtures ]] || die "$build/tools/dtlab-fixtures is missing: run make build first"
@@ -87,14 +96,17 @@ status=0
 # One run of EXERCISE's reference on WORLD hosts at RATE ("unlimited": no limit) into
 # runs/ID: each rank's log, output/results.json, run.json (what the report reads); prints its
 # throughput line.
-run_on_hosts() {  # id exercise purpose world rate flags...
-  local id=$1 exercise=$2 purpose=$3 world=$4 rate=$5
+# ranks_per_host (1 unless set): the ranks each host runs, world = hosts x ranks_per_host.
+ranks_per_host=1
+run_on_hosts() {  # id exercise purpose hosts rate flags...
+  local id=$1 exercise=$2 purpose=$3 hosts=$4 rate=$5
   shift 5
-  local dir="$out/runs/$id" outcome=ok rate_flag=() line
+  local dir="$out/runs/$id" outcome=ok rate_flag=() line world=$((hosts * ranks_per_host))
   rm -rf "$dir"
   mkdir -p "$dir"
   [[ $rate == unlimited ]] || rate_flag=(--rate "$rate")
-  if ! "$netns" run "$world" --prefix "$prefix" "${rate_flag[@]}" --logs "$dir" --timeout 900 -- \
+  if ! "$netns" run "$hosts" --ranks_per_host "$ranks_per_host" --prefix "$prefix" "${rate_flag[@]}" --logs "$dir" \
+    --timeout 900 -- \
     "$build/$exercise-solution" "$@" --output_dir "$dir/output" \
     --master_ip '{master}' --world_size '{world}' --local_rank '{rank}' >"$dir/netns.log" 2>&1; then
     echo "cluster_demo: $id failed: see $dir/netns.log and $dir/rank*.log" >&2
@@ -107,6 +119,7 @@ run_on_hosts() {  # id exercise purpose world rate flags...
   line=$(grep -h '^throughput' "$dir/rank0.log" 2>/dev/null || true)
   printf '%-24s %s\n' "$id" "${line:-no timing (see $dir/rank0.log)}"
 }
+if want bert; then
 for world in $ranks_list; do
   for rate in $rates; do
     for task in task2a task2b task3; do
@@ -139,6 +152,7 @@ for task in task2a task2b task3; do
     fi
   done
 done
+fi
 
 # The GPT-2 exercises on the same hosts (figure 12). dp: data parallel at 1, 2 and 4 hosts with
 # the batch per host fixed (weak scaling), at the first rate: each host computes on its own share
@@ -150,6 +164,7 @@ done
 lm_rate=${rates%% *}
 lm_flags=(--model_config gpt2-mini --tokenizer_dir "$fixtures/gpt2-tiny" --data_dir "$fixtures/translation"
   --max_steps "$steps" --no_eval --no_save --seed 42 --dropout 0 --overwrite_output_dir --log_first_steps 0)
+if want gpt2; then
 for world in 1 2 4; do
   run_on_hosts "cluster-dp-$lm_rate-w$world" dp cluster-dp "$world" "$lm_rate" "${lm_flags[@]}" \
     --global_batch_size $((8 * world))
@@ -160,11 +175,13 @@ for world in 2 4; do
       --micro_batches 8 --schedule 1f1b --batch_size 32
   done
 done
+fi
 
 # Sharding (figure 14): dp and the zero reference at ZeRO-1, ZeRO-2 and FSDP on 4 hosts at every
 # rate, 8 pairs per host: ZeRO-1 and 2 send what dp's all-reduce sends, FSDP 1.5 times that
 # (Note [Bytes of a sharded step], lm/zero_step.cpp), so the link rate at which FSDP's memory
 # starts costing time shows. Each rank's bytes are measured on its eth0.
+if want zero; then
 for rate in $rates; do
   run_on_hosts "cluster-zero-dp-$rate-w4" dp cluster-zero 4 "$rate" "${lm_flags[@]}" --global_batch_size 32
   for stage in 1 2 3; do
@@ -172,12 +189,14 @@ for rate in $rates; do
       --zero_stage "$stage"
   done
 done
+fi
 
 # The three axes (figure 15): dp, pp (one stage a host) and tp at TP 4 and at TP 2 x DP 2 on 4 hosts
 # at the axes' rates, a global batch of 32: tp's tensor groups all-reduce activations in every
 # layer (Note [Bytes of a tensor-parallel step], tp/tp_trainer.h), so its step grows fastest as the
 # link slows. The axes' rates reach below the others' (250 Mbit/s), where on this machine's shared
 # cores the bytes, not the compute, decide.
+if want axes; then
 for rate in $axes_rates; do
   run_on_hosts "cluster-tp-dp-$rate-w4" dp cluster-tp 4 "$rate" "${lm_flags[@]}" --global_batch_size 32
   run_on_hosts "cluster-tp-pp-$rate-w4" pp cluster-tp 4 "$rate" "${lm_flags[@]}" --stages 4 --micro_batches 8 \
@@ -186,6 +205,27 @@ for rate in $axes_rates; do
     run_on_hosts "cluster-tp-tp$tp-$rate-w4" tp cluster-tp 4 "$rate" "${lm_flags[@]}" --global_batch_size 32 --tp "$tp"
   done
 done
+fi
+
+# The axes composed (figure 17): the mesh reference on 8 ranks as 2 hosts of 4 (a machine of 4
+# devices on one NIC: the ranks of a host talk over its own loopback, unshaped; hosts over their
+# shaped links), every layout that fits gpt2-mini's 4 heads, at the axes' rates, a global batch of 32
+# in 4 micro-batches: data 8; pipeline 2 x tensor 4; 2 x 2 x 2; data 2 x tensor 4 with the tensor
+# groups inside a host (Megatron's order) and across the hosts (--mesh_order tensor,data,pipeline).
+# Each run predicts the bytes rank 0's host sends a step from the kit's own log (Note [The host
+# link's bytes], mesh/mesh_trainer.h) beside what its eth0 counted.
+if want mesh; then
+ranks_per_host=4
+for rate in $axes_rates; do
+  for layout in "d8 1 1 pipeline,data,tensor" "p2t4 2 4 pipeline,data,tensor" "d2p2t2 2 2 pipeline,data,tensor" \
+                "d2t4 1 4 pipeline,data,tensor" "d2t4across 1 4 tensor,data,pipeline"; do
+    read -r name stages tp order <<<"$layout"
+    run_on_hosts "cluster-mesh-$name-$rate-w8" mesh cluster-mesh 2 "$rate" "${lm_flags[@]}" --global_batch_size 32 \
+      --stages "$stages" --tp "$tp" --micro_batches 4 --mesh_order "$order"
+  done
+done
+ranks_per_host=1
+fi
 
 if [[ -f $out/results.json ]]; then
   "$build/grader/grader" report --results "$out" || status=1

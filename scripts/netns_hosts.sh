@@ -18,10 +18,14 @@
 #       namespaces, veths and bridge); idempotent, succeeds when nothing is there
 #   exec HOST [--prefix dtlab] -- CMD...
 #       run CMD inside HOST (a namespace name like dtlab-h1, or just its index 1)
-#   run N [--prefix dtlab] [--rate RATE] [--subnet S] [--logs DIR] [--timeout SECONDS] -- CMD...
-#       up N; run CMD once per host, in parallel, inside each namespace, with {rank} {world}
-#       {master} {addr} {host} replaced in every word (master = address of host 0, addr = this
-#       host's address, host = its namespace name); wait (at most --timeout seconds, default
+#   run N [--prefix dtlab] [--rate RATE] [--subnet S] [--logs DIR] [--timeout SECONDS]
+#         [--ranks_per_host K] -- CMD...
+#       up N; run CMD once per host (K times per host with --ranks_per_host: ranks hK .. hK+K-1
+#       on host h, which talk to each other over the host's own loopback, unshaped, and to other
+#       hosts over its shaped eth0: a machine of K GPUs on a NIC), in parallel, inside each
+#       namespace, with {rank} {world} {master} {addr} {host} {local_rank} replaced in every word
+#       (world = N x K, master = address of host 0, addr = this host's address, host = its
+#       namespace name, local_rank = the rank's place on its host); wait (at most --timeout seconds, default
 #       600, then every rank is killed); print each rank's exit status; always tear down, also
 #       on failure or Ctrl-C. Output of rank i goes to DIR/rank<i>.log (DIR defaults to a new
 #       temporary folder). Exit status: 0 when all ranks exit 0, 124 on timeout, 1 otherwise.
@@ -58,8 +62,8 @@ usage: netns_hosts.sh up N [--prefix dtlab] [--rate RATE] [--burst BYTES] [--sub
        netns_hosts.sh down [--prefix dtlab]
        netns_hosts.sh exec HOST [--prefix dtlab] -- CMD...
        netns_hosts.sh run N [--prefix dtlab] [--rate RATE] [--burst BYTES] [--subnet 10.213.0]
-                            [--logs DIR] [--timeout SECONDS] -- CMD...
-   placeholders in run's CMD: {rank} {world} {master} {addr} {host}
+                            [--logs DIR] [--timeout SECONDS] [--ranks_per_host K] -- CMD...
+   placeholders in run's CMD: {rank} {world} {master} {addr} {host} {local_rank}
 EOF
   exit 2
 }
@@ -72,15 +76,17 @@ burst=
 subnet=10.213.0
 logs=
 timeout=600
+ranks_per_host=1
 positional=()
 cmd=()
 
 parse_args() {
   while (($# > 0)); do
     case "$1" in
-      --prefix | --rate | --burst | --subnet | --logs | --timeout)
+      --prefix | --rate | --burst | --subnet | --logs | --timeout | --ranks_per_host)
         (($# >= 2)) || die "$1 needs a value"
         case "$1" in
+          --ranks_per_host) ranks_per_host=$2 ;;
           --prefix) prefix=$2 ;;
           --rate) rate=$2 ;;
           --burst) burst=$2 ;;
@@ -90,7 +96,7 @@ parse_args() {
         esac
         shift 2
         ;;
-      --prefix=* | --rate=* | --burst=* | --subnet=* | --logs=* | --timeout=*)
+      --prefix=* | --rate=* | --burst=* | --subnet=* | --logs=* | --timeout=* | --ranks_per_host=*)
         local name=${1%%=*} value=${1#*=}
         parse_args "$name" "$value"
         shift
@@ -359,7 +365,11 @@ cmd_run() {
   if ! [[ $timeout =~ ^[0-9]+$ ]] || ((timeout == 0)); then
     die "bad --timeout '$timeout' (seconds)"
   fi
+  if ! [[ $ranks_per_host =~ ^[1-9][0-9]*$ ]] || ((ranks_per_host > 64)); then
+    die "bad --ranks_per_host '$ranks_per_host' (1..64)"
+  fi
   local n=${positional[0]}
+  local world=$((n * ranks_per_host))
 
   create_hosts "$n"
   trap run_cleanup EXIT
@@ -375,16 +385,17 @@ cmd_run() {
   local master i ns addr word
   master=$(host_addr 0)
   set -m  # each rank in its own process group, so a timeout can stop its children too
-  for ((i = 0; i < n; i++)); do
-    ns=$(ns_name "$i")
-    addr=$(host_addr "$i")
+  for ((i = 0; i < world; i++)); do
+    ns=$(ns_name "$((i / ranks_per_host))")
+    addr=$(host_addr "$((i / ranks_per_host))")
     local argv=()
     for word in "${cmd[@]}"; do
       word=${word//"{rank}"/$i}
-      word=${word//"{world}"/$n}
+      word=${word//"{world}"/$world}
       word=${word//"{master}"/$master}
       word=${word//"{addr}"/$addr}
       word=${word//"{host}"/$ns}
+      word=${word//"{local_rank}"/$((i % ranks_per_host))}
       argv+=("$word")
     done
     ip netns exec "$ns" "${argv[@]}" </dev/null >"$logs/rank$i.log" 2>&1 &
@@ -416,16 +427,16 @@ cmd_run() {
     status=0
     wait "${rank_pids[$i]}" 2>/dev/null || status=$?
     if $timed_out && ((status > 128)); then
-      echo "rank $i ($(ns_name "$i") $(host_addr "$i")): killed at timeout (exit $status)  log: $logs/rank$i.log"
+      echo "rank $i ($(ns_name "$((i / ranks_per_host))") $(host_addr "$((i / ranks_per_host))")): killed at timeout (exit $status)  log: $logs/rank$i.log"
     else
-      echo "rank $i ($(ns_name "$i") $(host_addr "$i")): exit $status  log: $logs/rank$i.log"
+      echo "rank $i ($(ns_name "$((i / ranks_per_host))") $(host_addr "$((i / ranks_per_host))")): exit $status  log: $logs/rank$i.log"
     fi
     ((status == 0)) || failed=$((failed + 1))
   done
   run_finished=true
   if $timed_out; then exit 124; fi
   if ((failed > 0)); then
-    echo "$PROG: $failed of $n rank(s) failed" >&2
+    echo "$PROG: $failed of $world rank(s) failed" >&2
     exit 1
   fi
 }

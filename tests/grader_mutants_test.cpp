@@ -1,4 +1,4 @@
-// Deliberately broken solutions of task 2b, dp, pipeline, pp, zero, tp and cp (tests/mutants),
+// Deliberately broken solutions of task 2b, dp, pipeline, pp, zero, tp, cp and mesh (tests/mutants),
 // graded: each must fail the check that should catch it, with the words that tell a student what
 // is wrong, within its timeout. A check that stops catching its bug fails here.
 #include <gtest/gtest.h>
@@ -193,7 +193,21 @@ const std::vector<Mutant> kCpMutants = {
     {"cp", "sends_after_last_step", "traffic", "wrong number", "More: is something sent twice", 120},
 };
 
+// The mesh: a layout whose first axis turns fastest and stages that send to the wrong tensor rank
+// train the same numbers (Note [What the mesh's numbers cannot show]): only the layout probe and
+// the measured sends tell; the rest change the numbers.
+const std::vector<Mutant> kMeshMutants = {
+    {"mesh", "tensor_axis_slowest", "layout", "wrong number", "The FIRST axis turns fastest here", 120},
+    {"mesh", "other_tensor_rank", "sends", "wrong number", "Does stage_neighbours keep this rank's data and tensor", 120},
+    {"mesh", "average_over_tensor_group", "gradients", "wrong number", "Is average_over_data a mean over the data group only", 120},
+    {"mesh", "tied_across_tensor_ranks", "gradients", "wrong number", "Only the tied embedding", 120},
+    {"mesh", "tied_across_tensor_ranks", "sends", "wrong number", "does tied_embedding_peer keep", 120},
+    {"mesh", "replicated_counted_tp_times", "losses", "wrong number", "Step 1 agrees, so an update differs", 120},
+    {"mesh", "all_reduce_per_gradient", "traffic", "wrong number", "operations a step on its data group, not 1", 120},
+};
+
 std::string mutants_binary(const std::string& exercise) {
+  if (exercise == "mesh") return DTLAB_PROGRAM("mesh-mutants");
   if (exercise == "cp") return DTLAB_PROGRAM("cp-mutants");
   if (exercise == "tp") return DTLAB_PROGRAM("tp-mutants");
   if (exercise == "task4") return DTLAB_PROGRAM("task4-mutants");
@@ -239,7 +253,8 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
                                          std::pair{std::string("pp"), "schedules,memory,overlap,gradients,order"},
                                          std::pair{std::string("zero"), "gradients-1,losses-1,losses-3,memory,traffic"},
                                          std::pair{std::string("tp"), "gradients-2,losses-2,replicas,traffic"},
-                                         std::pair{std::string("cp"), "attention,merge,memory,ring,overlap,balance"}}) {
+                                         std::pair{std::string("cp"), "attention,merge,memory,ring,overlap,balance"},
+                                         std::pair{std::string("mesh"), "layout,gradients,losses,sends,traffic"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_PROGRAM("grader"), "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
@@ -364,6 +379,7 @@ INSTANTIATE_TEST_SUITE_P(Pipeline, GraderMutants, ::testing::ValuesIn(kPipelineM
 INSTANTIATE_TEST_SUITE_P(Pp, GraderMutants, ::testing::ValuesIn(kPpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Zero, GraderMutants, ::testing::ValuesIn(kZeroMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Tp, GraderMutants, ::testing::ValuesIn(kTpMutants), test_name);
+INSTANTIATE_TEST_SUITE_P(Mesh, GraderMutants, ::testing::ValuesIn(kMeshMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Cp, GraderMutants, ::testing::ValuesIn(kCpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Fair, FairGrading, ::testing::ValuesIn(kFairCases),
                          [](const ::testing::TestParamInfo<FairCase>& p) { return p.param.exercise + "_" + p.param.mutant; });

@@ -70,6 +70,14 @@ TEST(Grader, ListFollowsTheExerciseTable) {
     std::string name, launch, kind, title;
     fields >> name >> launch >> kind;
     std::getline(fields >> std::ws, title);
+    // uses=A,B (the rows whose tasks/ folders this one compiles too) is said after the title.
+    std::string uses;
+    if (title.rfind("uses=", 0) == 0) {
+      uses = title.substr(5, title.find(' ') - 5);
+      title = title.substr(title.find(' ') + 1);
+      for (size_t c = uses.find(','); c != std::string::npos; c = uses.find(',', c + 8)) uses.replace(c, 1, ", tasks/");
+      title += " (compiles your tasks/" + uses + " too)";
+    }
     rows.push_back(name + "  " + title);
   }
   ASSERT_GE(rows.size(), 5u);
@@ -335,7 +343,11 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   const fs::path submission = dir / "student" / "tasks";
   fs::create_directories(submission / "task4");
   fs::create_directories(submission / "task1");
+  fs::create_directories(submission / "mesh");
   fs::copy_file(fs::path(DTLAB_SOURCE_DIR) / "solutions/task4/traffic.cpp", submission / "task4/traffic.cpp");
+  // The mesh compiles the student's own pp and tp too (exercises.txt's uses=): without them it is
+  // not submitted, and says which folder it lacks.
+  fs::copy_file(fs::path(DTLAB_SOURCE_DIR) / "solutions/mesh/layout.cpp", submission / "mesh/layout.cpp");
   std::ofstream(submission / "task1/train.cpp") << "this is not C++\n";
   std::vector<std::string> args = {"check", "all", "--submission", (dir / "student").string(),
                                    "--results", (dir / "grade").string(), "--only", "model,steps,gradients"};
@@ -343,7 +355,7 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   const ProcessResult r = grade(args, 900);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   const nlohmann::json results = dtlab::io::read_json_file(dir / "grade" / "only" / "results.json");  // --only's
-  EXPECT_EQ(results.at("tests").size(), 8u) << "task1/steps, task2a/task2b/task3/dp/pp/cp gradients, task4/model";
+  EXPECT_EQ(results.at("tests").size(), 9u) << "task1/steps, task2a/task2b/task3/dp/pp/cp/mesh gradients, task4/model";
   EXPECT_EQ(test_named(results, "task4/model").at("status"), "passed") << r.output;
   const nlohmann::json task1 = test_named(results, "task1/steps");
   EXPECT_EQ(task1.at("extra_data").at("outcome"), "build failed");
@@ -354,9 +366,13 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   EXPECT_EQ(task2a.at("output").get<std::string>().rfind("[not submitted] ", 0), 0u) << task2a.dump(2);
   EXPECT_NE(task2a.at("output").get<std::string>().find("the submission has no " + (submission / "task2a").string() + "/ folder"),
             std::string::npos) << task2a.dump(2);
-  for (const char* check : {"task2b/gradients", "task3/gradients", "dp/gradients", "pp/gradients", "cp/gradients"}) {
+  for (const char* check : {"task2b/gradients", "task3/gradients", "dp/gradients", "pp/gradients", "cp/gradients",
+                            "mesh/gradients"}) {
     EXPECT_EQ(test_named(results, check).at("extra_data").at("outcome"), "not submitted") << check;
   }
+  EXPECT_NE(test_named(results, "mesh/gradients").at("output").get<std::string>().find(
+                "the submission has no " + (submission / "pp").string() + "/ folder, which mesh compiles with its own"),
+            std::string::npos) << test_named(results, "mesh/gradients").dump(2);
   // The line printed as each check ends says it too.
   EXPECT_TRUE(std::regex_search(r.output, std::regex("\\n  task2a/gradients +not submitted +0\\.0 s\\n"))) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex("\\n  task1/steps +build failed "))) << r.output;

@@ -10,11 +10,13 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "dtlab/core/error.h"
 #include "dtlab/core/storage.h"
 #include "dtlab/dist/broadcast_state.h"
+#include "dtlab/lm/options.h"
 #include "dtlab/lm/pp_step.h"
 #include "dtlab/mesh/device_mesh.h"
 #include "dtlab/pipeline/gpt2_layout.h"
@@ -132,6 +134,7 @@ class MeshTrainer : public lm::GridTrainer {
 
   train::StepResult step(train::TrainState& state, const train::StepInput& input) override {
     const bool dump = dump_ && input.step == dump_->step;
+    const size_t tensor_records = mesh_.group(kTensor).log().records().size();
     if (dump) train::write_rank_dump(*dump_, train::DumpPoint::kBeforeStep, tensors(false), *input.rows);
     model_->train();
     dist::Group& world = mesh_.world();
@@ -187,14 +190,24 @@ class MeshTrainer : public lm::GridTrainer {
       grads.push_back(p.grad());
     }
     {
+      // Note [The data group's traffic]: what the student's average sent, from the group's log.
       torch::NoGradGuard no_grad;
+      const size_t before = mesh_.group(kData).log().records().size();
       average_over_data(grads, mesh_);
+      const std::vector<dist::CommRecord> records = mesh_.group(kData).log().records();
+      for (size_t i = before; i < records.size(); ++i) {
+        data_operations_ += 1;
+        data_bytes_ += records[i].bytes;
+      }
+      ++steps_;
     }
     if (dump) train::write_rank_dump(*dump_, train::DumpPoint::kAfterSync, tensors(true), *input.rows);
     if (state.max_grad_norm > 0) clip(state.max_grad_norm);
     state.optimizer->step();
     state.scheduler->step();
     model_->zero_grad(/*set_to_none=*/true);
+    const std::vector<dist::CommRecord> tensor_log = mesh_.group(kTensor).log().records();
+    for (size_t i = tensor_records; i < tensor_log.size(); ++i) tensor_bytes_ += tensor_log[i].bytes;
 
     // The step's loss on every rank: the last stage's (tensor rank 0's), averaged over the replicas.
     const bool counts = last_ && mesh_.coordinate(kTensor) == 0;
@@ -239,20 +252,131 @@ class MeshTrainer : public lm::GridTrainer {
     world.all_reduce(rows, dist::ReduceOp::SUM, "mesh summary");
     std::vector<int64_t> parameter_bytes;
     for (int r = 0; r < world.size(); ++r) parameter_bytes.push_back(static_cast<int64_t>(rows[r].item<double>()));
+    // Note [The data group's traffic]: each rank's operations and bytes on its data group per step.
+    torch::Tensor traffic = torch::zeros({2, world.size()}, torch::kFloat64);
+    if (steps_ > 0) {
+      traffic[0][world.rank()] = static_cast<double>(data_operations_) / static_cast<double>(steps_);
+      traffic[1][world.rank()] = static_cast<double>(data_bytes_) / static_cast<double>(steps_);
+    }
+    world.all_reduce(traffic, dist::ReduceOp::SUM, "mesh summary");
+    std::vector<double> data_operations, data_bytes;
+    for (int r = 0; r < world.size(); ++r) {
+      data_operations.push_back(traffic[0][r].item<double>());
+      data_bytes.push_back(traffic[1][r].item<double>());
+    }
+    const nlohmann::json sent = sends();
+    const nlohmann::json host = host_link(sent, data_bytes);
     return {{"data", plan_.data}, {"pipeline", plan_.pipeline}, {"tensor", plan_.tensor},
             {"order", mesh_.shape().describe()}, {"micro_batches", plan_.micro_batches},
             {"schedule", pipeline::schedule_kind_name(plan_.schedule)}, {"layer_stages", plan_.layer_stages},
-            {"parameter_bytes", parameter_bytes}};
+            {"parameter_bytes", parameter_bytes}, {"coordinates", all_coordinates()}, {"sends", sent},
+            {"data_operations_per_step", data_operations}, {"data_bytes_per_step", data_bytes},
+            {"host_link", host}, {"predicted_bytes_sent_per_step", host.at("predicted_bytes_sent_per_step")}};
   }
 
+  // The mesh, every rank's place on it (data, pipeline, tensor), and this rank's stage.
   std::string describe() const override {
-    return fmt::format("  mesh        {}\n  this rank   stage {} of {} (GPT-2 stages {}), tensor rank {} of {}, replica "
-                       "{} of {}",
-                       mesh_.layout().describe(), stage_, plan_.pipeline, fmt::join(my_layers_, ", "),
+    std::string places;
+    for (int r = 0; r < mesh_.shape().world(); ++r) {
+      places += fmt::format("{}{} d{} p{} t{}", r == 0 ? "" : r % 8 == 0 ? "\n              " : " | ", r,
+                            mesh_.layout().coordinate(r, kData), mesh_.layout().coordinate(r, kPipeline),
+                            mesh_.layout().coordinate(r, kTensor));
+    }
+    return fmt::format("  mesh        {}\n  ranks       {}\n  this rank   stage {} of {} (GPT-2 stages {}), tensor rank {} "
+                       "of {}, replica {} of {}",
+                       mesh_.layout().describe(), places, stage_, plan_.pipeline, fmt::join(my_layers_, ", "),
                        mesh_.coordinate(kTensor), plan_.tensor, mesh_.coordinate(kData), plan_.data);
   }
 
  private:
+  // Every rank's [data, pipeline, tensor] coordinates, as the layout the run used places it.
+  nlohmann::json all_coordinates() const {
+    nlohmann::json out = nlohmann::json::array();
+    for (int r = 0; r < mesh_.shape().world(); ++r) {
+      out.push_back({mesh_.layout().coordinate(r, kData), mesh_.layout().coordinate(r, kPipeline),
+                     mesh_.layout().coordinate(r, kTensor)});
+    }
+    return out;
+  }
+
+  // The sends of the whole run, from the kit's log of this rank's operations (Note [The sends
+  // measured] in mesh_trainer.h): for each kind, sends[kind][from][to] counts them, every rank's
+  // rows summed over the world (a collective).
+  nlohmann::json sends() {
+    dist::Group& world = mesh_.world();
+    const int n = world.size();
+    const std::vector<std::string> kinds = {"activation", "gradient", "tied embedding gradient"};
+    const auto kinds_n = static_cast<int64_t>(kinds.size());
+    // counts[k][from][to], then the bytes of every kind at [kinds_n][from][to]
+    torch::Tensor counts = torch::zeros({kinds_n + 1, n, n}, torch::kFloat64);
+    for (const dist::CommRecord& r : world.log().records()) {
+      if (r.op != "send" || r.peer < 0 || r.peer >= n) continue;
+      for (size_t k = 0; k < kinds.size(); ++k) {
+        if (r.tag.rfind(kinds[k], 0) != 0) continue;
+        counts[static_cast<int64_t>(k)][world.rank()][r.peer] += 1;
+        counts[kinds_n][world.rank()][r.peer] += static_cast<double>(r.bytes);
+      }
+    }
+    world.all_reduce(counts, dist::ReduceOp::SUM, "mesh sends");
+    nlohmann::json out = nlohmann::json::object();
+    nlohmann::json bytes = nlohmann::json::array();
+    for (int from = 0; from < n; ++from) {
+      std::vector<double> row;
+      for (int to = 0; to < n; ++to) {
+        row.push_back(counts[kinds_n][from][to].item<double>() / static_cast<double>(std::max<int64_t>(steps_, 1)));
+      }
+      bytes.push_back(row);
+    }
+    out["bytes_per_step"] = bytes;
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (int from = 0; from < n; ++from) {
+        std::vector<int64_t> row;
+        for (int to = 0; to < n; ++to) {
+          row.push_back(static_cast<int64_t>(counts[static_cast<int64_t>(k)][from][to].item<double>()));
+        }
+        rows.push_back(row);
+      }
+      out[kinds[k]] = rows;
+    }
+    return out;
+  }
+
+  // Note [The host link's bytes]: what the ranks of rank 0's host send to other hosts a step, as
+  // the kit predicts it from its own log: every send to a rank of another host, and for each data
+  // and tensor group a ring all-reduce (Gloo's: each member sends 2(n-1)/n of the payload to the
+  // next member, in the order of the axis's coordinate) whose hop from a rank of this host leaves
+  // it. Hosts are blocks of consecutive ranks, as launchers place them (local_world_size ranks
+  // each; on one machine over loopback, every rank on one host and nothing predicted). A
+  // collective: every rank gives its tensor group's payload.
+  nlohmann::json host_link(const nlohmann::json& sent, const std::vector<double>& data_bytes) {
+    dist::Group& world = mesh_.world();
+    const int n = world.size(), per_host = std::max(1, world.local_world_size());
+    torch::Tensor tensor = torch::zeros({n}, torch::kFloat64);
+    tensor[world.rank()] = static_cast<double>(tensor_bytes_) / static_cast<double>(std::max<int64_t>(steps_, 1));
+    world.all_reduce(tensor, dist::ReduceOp::SUM, "mesh summary");
+    const auto host_of = [&](int r) { return r / per_host; };
+    double sends = 0, data_ring = 0, tensor_ring = 0;
+    for (int r = 0; r < n; ++r) {
+      if (host_of(r) != 0) continue;
+      for (int q = 0; q < n; ++q) {
+        if (host_of(q) != 0) sends += sent.at("bytes_per_step").at(static_cast<size_t>(r)).at(static_cast<size_t>(q)).get<double>();
+      }
+      for (const auto& [axis, payload, ring] : {std::tuple{kData, data_bytes[static_cast<size_t>(r)], &data_ring},
+                                                std::tuple{kTensor, tensor[r].item<double>(), &tensor_ring}}) {
+        const std::vector<int> members = mesh_.layout().group(r, axis);
+        const auto size = static_cast<double>(members.size());
+        if (members.size() < 2) continue;
+        const auto at = std::find(members.begin(), members.end(), r) - members.begin();
+        const int next = members[static_cast<size_t>(at + 1) % members.size()];
+        if (host_of(next) != 0) *ring += 2 * (size - 1) / size * payload;
+      }
+    }
+    return {{"ranks_per_host", per_host}, {"hosts", (n + per_host - 1) / per_host},
+            {"sends_bytes", sends}, {"data_ring_bytes", data_ring}, {"tensor_ring_bytes", tensor_ring},
+            {"predicted_bytes_sent_per_step", sends + data_ring + tensor_ring}};
+  }
+
   // The world rank at (data, pipeline, tensor), whatever the mesh's order.
   int rank_at(int data, int stage, int tensor) const {
     std::vector<int> coordinates;
@@ -352,12 +476,54 @@ class MeshTrainer : public lm::GridTrainer {
   std::vector<std::pair<std::string, torch::Tensor>> mine_;  // this stage's slices, the tied one once
   std::map<int, std::vector<pipeline::StageSchedule>> checked_;
   std::optional<train::RankDumpPlan> dump_;
+  int64_t steps_ = 0, data_operations_ = 0, data_bytes_ = 0;  // Note [The data group's traffic]
+  int64_t tensor_bytes_ = 0;  // the tensor group's payloads in the steps (Note [The host link's bytes])
 };
 
 }  // namespace
 
 std::unique_ptr<lm::GridTrainer> make_mesh_trainer(MeshPlan plan, model::Gpt2LMHeadModel whole, dist::Group& world) {
   return std::make_unique<MeshTrainer>(std::move(plan), std::move(whole), world);
+}
+
+std::unique_ptr<lm::GridTrainer> make_mesh_grid_trainer(model::Gpt2LMHeadModel whole, dist::Group& world,
+                                                        const lm::LmOptions& o) {
+  MeshPlan plan;
+  plan.pipeline = o.stages;
+  plan.tensor = o.tp;
+  if (world.size() % (o.stages * o.tp) != 0) {
+    throw Error(fmt::format("--stages {} x --tp {} is {} ranks, which do not divide the world's {}: the world is data "
+                            "x pipeline x tensor", o.stages, o.tp, o.stages * o.tp, world.size()));
+  }
+  plan.data = world.size() / (o.stages * o.tp);
+  plan.order = parse_order(o.mesh_order);
+  plan.micro_batches = o.micro_batches;
+  plan.schedule = pipeline::parse_schedule_kind(o.schedule);
+  plan.layer_stages = pipeline::gpt2_layer_devices(whole, o.stages, o.balance);
+  return make_mesh_trainer(std::move(plan), std::move(whole), world);
+}
+
+std::vector<std::string> parse_order(const std::string& text) {
+  std::vector<std::string> order;
+  std::string axis;
+  for (const char c : text + ",") {
+    if (c != ',') {
+      axis += c;
+      continue;
+    }
+    if (axis != kData && axis != kPipeline && axis != kTensor) {
+      throw Error(fmt::format("--mesh_order {}: '{}' is not an axis of the mesh (data, pipeline, tensor)", text, axis));
+    }
+    if (std::find(order.begin(), order.end(), axis) != order.end()) {
+      throw Error(fmt::format("--mesh_order {}: {} is named twice", text, axis));
+    }
+    order.push_back(axis);
+    axis.clear();
+  }
+  if (order.size() != 3) {
+    throw Error(fmt::format("--mesh_order {}: name each of data, pipeline and tensor once, slowest first", text));
+  }
+  return order;
 }
 
 }  // namespace dtlab::mesh

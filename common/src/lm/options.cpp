@@ -164,6 +164,27 @@ void add_context_parallel_flags(CLI::App& app, LmOptions& o) {
       ->capture_default_str();
 }
 
+void add_mesh_flags(CLI::App& app, LmOptions& o) {
+  app.add_option("--stages", o.stages, "Pipeline stages (the mesh's pipeline size)")->capture_default_str();
+  app.add_option("--tp", o.tp, "Ranks of one tensor-parallel group (the mesh's tensor size)")->capture_default_str();
+  app.add_option("--micro_batches", o.micro_batches, "Micro-batches each replica's batch is split into")
+      ->capture_default_str();
+  app.add_option("--balance", o.balance,
+                 "Layers per stage, e.g. 3,3 (embeddings, blocks, head in order); default: balanced by the kit")
+      ->delimiter(',');
+  app.add_option("--schedule", o.schedule, "The pipeline schedule: gpipe (fill, drain) or 1f1b (PipeDream-flush)")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}))
+      ->capture_default_str();
+  app.add_option("--mesh_order", o.mesh_order,
+                 "The mesh's axes slowest first, comma-separated (data, pipeline, tensor); consecutive ranks share "
+                 "a host, so the last axis's groups stay inside one (Megatron's order puts tensor last)")
+      ->capture_default_str();
+  app.add_option("--mesh_sizes", o.mesh_sizes,
+                 "Grading aid for --probe layout: the sizes of the mesh the layout is asked about, slowest first "
+                 "(e.g. 3,2,4)")
+      ->delimiter(',');
+}
+
 void validate_counts(const LmOptions& o) {
   // Checked here rather than by CLI11's PositiveNumber, which says "Value 0 not in range 0.000000
   // to 1.797...e308" (a double's range, for a count).

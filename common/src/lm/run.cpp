@@ -94,10 +94,11 @@ LmData read_data(const LmOptions& o, const tokenizer::Gpt2Tokenizer& tokenizer, 
   return d;
 }
 
-// The grid an exercise splits the model or the sequence over (tp, cp), or null.
+// The grid an exercise splits the model or the sequence over (tp, cp, mesh), or null.
 const GridParts* split_over_grid(const LmExercise& ex) {
   if (ex.tensor_parallel) return &*ex.tensor_parallel;
   if (ex.context_parallel) return &*ex.context_parallel;
+  if (ex.mesh) return &*ex.mesh;
   return nullptr;
 }
 
@@ -551,6 +552,7 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
                      "be a multiple: TP x DP, the DP groups data parallel");
     }
     if (exercise.context_parallel) add_context_parallel_flags(app, options);
+    if (exercise.mesh) add_mesh_flags(app, options);
     if (exercise.probe) {
       app.add_option("--probe", options.probe, "Grading aid: run the named probe of the exercise instead of training");
     }

@@ -77,6 +77,11 @@ struct LmOptions {
   int cp = 2;
   int cp_block = 64;
   std::string cp_layout = "balanced";
+  // The mesh exercise: data x pipeline x tensor, the world's ranks / (--stages x --tp) replicas;
+  // mesh_order: the axes slowest first (Note [The mesh's order] in mesh/layout.h; Megatron's
+  // default); mesh_sizes: the sizes the grading aid --probe layout asks the layout about.
+  std::string mesh_order = "pipeline,data,tensor";
+  std::vector<int> mesh_sizes;
 };
 
 // Adds the flags to app; distributed adds the launch flags (--master_ip ...) and
@@ -92,6 +97,10 @@ void add_stage_rank_flags(CLI::App& app, LmOptions& options);
 
 // The cp exercise's flags: --cp, --cp_block, --cp_layout.
 void add_context_parallel_flags(CLI::App& app, LmOptions& options);
+
+// The mesh exercise's flags: --stages, --tp, --micro_batches, --balance, --schedule, --mesh_order,
+// and the grading aid's --mesh_sizes.
+void add_mesh_flags(CLI::App& app, LmOptions& options);
 
 // Checks values CLI11 cannot (one model source, positive sizes, existing folders, a known
 // preset), validate_counts included. Throws dtlab::Error naming the flag.

@@ -83,6 +83,9 @@ struct LmExercise {
   std::optional<GridParts> tensor_parallel;
   // set: the sequence split over a context x data grid (cp): launch flags, --cp, --cp_block, --cp_layout
   std::optional<GridParts> context_parallel;
+  // set: data x pipeline x tensor on one device mesh (mesh): launch flags, --stages, --tp,
+  // --micro_batches, --balance, --schedule, --mesh_order
+  std::optional<GridParts> mesh;
   // set: a grading aid (--probe NAME) that runs instead of training and returns the exit code
   std::function<int(const LmOptions&)> probe;
 };

@@ -34,6 +34,18 @@
 // (core/storage.h): a rank's parameters, gradients and AdamW state are its stage's slices only.
 // The run's whole GPT-2 is given back too, and made again only to gather the model for
 // evaluation and saving.
+//
+// Note [The sends measured]: results.json's "mesh" section says what the grader checks the
+// composition by: each rank's coordinates on the mesh as the student's layout placed it, and the
+// sends each rank made to each other, counted from the kit's log of every operation by kind (the
+// activations, their gradients, the tied embedding's gradient): the peers measured, not the peers
+// asked for.
+//
+// Note [The data group's traffic]: the same section gives each rank's operations and bytes on its
+// data group per step, counted from that group's log around the student's average_over_data
+// only: one all-reduce of every gradient of the rank's slices (float32: its parameter bytes) is
+// what the average needs; an all-reduce per gradient moves the same bytes in as many operations
+// as the stage has tensors, each paying the link's latency, and trains the same numbers.
 #pragma once
 
 #include <memory>
@@ -64,7 +76,21 @@ struct MeshPlan {
 // would hold no layer.
 std::unique_ptr<lm::GridTrainer> make_mesh_trainer(MeshPlan plan, model::Gpt2LMHeadModel whole, dist::Group& world);
 
+// The run's trainer from the flags (lm::GridParts' make): pipeline --stages (--balance's layers
+// each), tensor --tp, data the world's ranks left, in --mesh_order; --micro_batches, --schedule.
+std::unique_ptr<lm::GridTrainer> make_mesh_grid_trainer(model::Gpt2LMHeadModel whole, dist::Group& world,
+                                                        const lm::LmOptions& options);
+
+// "pipeline,data,tensor" as the axes slowest first; a dtlab::Error naming --mesh_order unless
+// each of data, pipeline and tensor is named once.
+std::vector<std::string> parse_order(const std::string& text);
+
 // The student's layout (coordinates_of, group_of) for `shape`, checked as the header says.
 MeshLayout student_layout(const MeshShape& shape);
+
+// The grading aid --probe layout (common/exercises/mesh/probe.cpp): the student's coordinates_of
+// and group_of for every rank and axis of the mesh --mesh_sizes, asked as functions (no process
+// per rank: meshes too large to run here), written to OUTPUT_DIR/results.json. The exit code.
+int run_probe(const lm::LmOptions& options);
 
 }  // namespace dtlab::mesh

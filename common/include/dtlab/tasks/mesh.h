@@ -4,8 +4,8 @@
 // are the ones you wrote: pp's schedules and protocol carry the stages' boundaries, tp's
 // operators split every block, and what is new is where each piece's messages go. The contract
 // between the kit and the student: tasks/mesh/ implements what this header declares,
-// solutions/mesh/ is the reference; handouts/mesh.md explains each TODO (not yet an exercise row:
-// no driver or grader check yet, issue 48).
+// solutions/mesh/ is the reference; handouts/mesh.md explains each TODO. The mesh also compiles
+// the student's own tasks/pp/ and tasks/tp/ (exercises.txt's uses=pp,tp).
 //
 // The kit (mesh/mesh_trainer.h) runs, on every rank, every step:
 //
