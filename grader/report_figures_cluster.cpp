@@ -459,7 +459,7 @@ Figure cluster_mesh_figure(const Folder& f, const Provenance& pv, Plotter& plott
     return c::first_number(runs, {"mesh", "predicted_bytes_sent_per_step"});
   };
   spec.caption = fmt::format(
-      "The mesh reference (gpt2-mini, a global batch of 32 pairs in 4 micro-batches) on 8 ranks as {{}} x 4: "
+      "The mesh reference (gpt2-mini, a global batch of 32 pairs in 4 micro-batches) on {{}} ranks as 2 "
       "network-namespace hosts of this machine, 4 ranks each, which talk inside a host over its own loopback and "
       "between hosts over the shaped link (sudo make cluster-demo). D data, P pipeline, T tensor; \"across\": the "
       "tensor groups span both hosts (--mesh_order tensor,data,pipeline), otherwise each sits inside one (Megatron's "

@@ -23,7 +23,8 @@ inline const std::vector<std::string> kTimedExercises = {"task2a", "task2b", "ta
 inline const std::set<std::string> kPurposes = {"timing", "losses", "reference", "bucket-sweep", "traffic",
                                                 "dp-timing-weak", "dp-timing-strong", "dp-learning",
                                                 "pipeline-timing", "pp-timing", "cluster", "cluster-dp",
-                                                "cluster-pp", "zero-scaling", "cluster-zero", "cluster-tp"};
+                                                "cluster-pp", "zero-scaling", "cluster-zero", "cluster-tp",
+                                                "cluster-mesh"};
 
 // Reading JSON leniently: a missing field is reported by the caller, never a crash.
 const json* find(const json& j, std::initializer_list<const char*> keys);
