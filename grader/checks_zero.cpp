@@ -97,7 +97,7 @@ std::string traffic_cause(const nlohmann::json& s, double sent, double predicted
                           : "less means a collective left out or sending less than a piece";
 }
 
-// Note [A gather that puts pieces in the wrong place] (lm/zero_step.cpp): what FSDP's step 1
+// Note [A gather that puts pieces in the wrong place] (shard/sharded_trainer.cpp): what FSDP's step 1
 // found in the units the student gathered, from rank 0's results.json; "" when nothing (or no
 // such section). The evidence singles the gather out: every piece at rest was right.
 std::string gather_finding(const Run& run) {
@@ -316,7 +316,7 @@ Verdict traffic(Runner& runner, const std::string& e) {
 }
 
 // Each stage at 1, 2 and 4 ranks for a few steps, beside the kit's replicated baseline (stage 0,
-// Note [The replicated baseline] in lm/zero_step.h) measured the same way: what a rank holds
+// Note [The replicated baseline] in shard/sharded_trainer.h) measured the same way: what a rank holds
 // (results.json's "sharding", every tensor's storage included) and sends, for the report's
 // figure. The memory check grades the bytes; this one asks only that the figure show a strategy
 // that did its work: every run ended, and above one rank each of stages 1-3 sent the rings' bytes

@@ -160,7 +160,7 @@ fi
 # shows beyond that share is the network. pp: the pipeline across ranks, one stage per host, at 2
 # and 4 hosts at that rate and unlimited: the unlimited run's step is the compute of the model
 # "compute + boundary bytes / rate", and every rank's bytes per step are predicted from the
-# boundaries' shapes and measured on its eth0 (Note [Bytes of a stage rank], lm/pp_step.cpp).
+# boundaries' shapes and measured on its eth0 (Note [Bytes of a stage rank], pipeline/stage_ranks.cpp).
 lm_rate=${rates%% *}
 lm_flags=(--model_config gpt2-mini --tokenizer_dir "$fixtures/gpt2-tiny" --data_dir "$fixtures/translation"
   --max_steps "$steps" --no_eval --no_save --seed 42 --dropout 0 --overwrite_output_dir --log_first_steps 0)
@@ -179,7 +179,7 @@ fi
 
 # Sharding (figure 14): dp and the zero reference at ZeRO-1, ZeRO-2 and FSDP on 4 hosts at every
 # rate, 8 pairs per host: ZeRO-1 and 2 send what dp's all-reduce sends, FSDP 1.5 times that
-# (Note [Bytes of a sharded step], lm/zero_step.cpp), so the link rate at which FSDP's memory
+# (Note [Bytes of a sharded step], shard/sharded_trainer.cpp), so the link rate at which FSDP's memory
 # starts costing time shows. Each rank's bytes are measured on its eth0.
 if want zero; then
 for rate in $rates; do

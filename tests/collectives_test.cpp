@@ -16,7 +16,7 @@
 #include "dtlab/dist/group.h"
 #include "dtlab/dist/p2p_order.h"
 #include "dtlab/dist/subgroup.h"
-#include "dtlab/lm/pp_step.h"
+#include "dtlab/pipeline/stage_ranks.h"
 #include "test_util.h"
 
 // Everything in a namespace named after the file (no anonymous namespace): the unit suites share
@@ -323,7 +323,7 @@ TEST(StreamOrder, TheTiedGradientExchangeSendsFromTheLowerRankFirstAndSumsTheSam
   std::vector<torch::Tensor> sums(2);
   const auto logs = swap_logs([&sums](Group& g, torch::Tensor& mine, torch::Tensor& theirs) {
     torch::Tensor grad = mine.clone();
-    dtlab::lm::exchange_tied_gradient(g, grad, 1 - g.rank(), /*first_stage=*/g.rank() == 0);
+    dtlab::pipeline::exchange_tied_gradient(g, grad, 1 - g.rank(), /*first_stage=*/g.rank() == 0);
     theirs.fill_(static_cast<float>(2 - g.rank()));  // what swap_logs checks: the exchange sums instead
     sums[static_cast<size_t>(g.rank())] = grad;
   });

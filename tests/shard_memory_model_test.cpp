@@ -1,6 +1,6 @@
 // The memory model of sharding (shard/memory_model.h) against the kit: GPT-2's units against the
 // kit's model, the figures docs/MEASUREMENTS.md measured, the zero reference (solutions/zero
-// through lm::ShardedTrainer, on thread ranks) at every stage at worlds 2 and 3 on a GPT-2 of
+// through shard::ShardedTrainer, on thread ranks) at every stage at worlds 2 and 3 on a GPT-2 of
 // 2,422 parameters (3 does not divide it; its embeddings and blocks are padded at 2 and 3), and
 // the table of handouts/zero.md, so that it cannot drift.
 #include <fmt/format.h>
@@ -16,7 +16,7 @@
 #include "dist_test_util.h"
 #include "dtlab/core/error.h"
 #include "dtlab/io/file.h"
-#include "dtlab/lm/zero_step.h"
+#include "dtlab/shard/sharded_trainer.h"
 #include "dtlab/model/gpt2.h"
 #include "dtlab/shard/memory_model.h"
 #include "dtlab/shard/shard_optimizer.h"
@@ -56,13 +56,13 @@ dtlab::model::Gpt2LMHeadModel build(const dtlab::model::Gpt2Config& config) {
 void expect_units_of_the_kit(const dtlab::model::Gpt2Config& config) {
   const dtlab::shard::ModelUnits paper = dtlab::shard::gpt2_units(config);
   auto model = build(config);
-  const std::vector<dtlab::shard::ShardUnit> units = dtlab::shard::make_units(*model, 1, 0, dtlab::lm::gpt2_unit_of);
+  const std::vector<dtlab::shard::ShardUnit> units = dtlab::shard::make_units(*model, 1, 0, dtlab::shard::gpt2_unit_of);
   ASSERT_EQ(paper.names.size(), units.size());
   for (size_t u = 0; u < units.size(); ++u) {
     EXPECT_EQ(paper.names[u], units[u].name);
     EXPECT_EQ(paper.numel[u], units[u].flat->layout().numel) << units[u].name;
   }
-  EXPECT_EQ(paper.stage_units, dtlab::lm::gpt2_stage_units(model, units));
+  EXPECT_EQ(paper.stage_units, dtlab::shard::gpt2_stage_units(model, units));
   int64_t counted = 0;
   for (const auto& p : model->parameters()) counted += p.numel();  // a tied parameter once
   EXPECT_EQ(paper.parameters(), counted);
@@ -151,7 +151,7 @@ TEST(MemoryModel, OneProcessHoldsWhatTheKitsStepHolds) {
   EXPECT_EQ(paper.optimizer_state_bytes, dtlab::shard::optimizer_state_bytes(*state.optimizer));
 }
 
-dtlab::lm::MakeShardStrategy the_reference() {
+dtlab::shard::MakeShardStrategy the_reference() {
   return [](int stage, const dtlab::shard::ShardContext& c) {
     if (stage == 1) return dtlab::zero::make_zero1(c);
     return stage == 2 ? dtlab::zero::make_zero2(c) : dtlab::zero::make_fsdp(c);
@@ -201,8 +201,8 @@ TEST_P(Measured, AsTheModelSays) {
   dtlab::test::run_ranks(world, [&](dtlab::dist::Group& group) {
     auto model = build(odd_gpt2());
     int64_t backward_gathered = 0;
-    const dtlab::lm::MakeShardStrategy reference = the_reference();
-    dtlab::lm::ShardedTrainer trainer(model, group, zero_stage, [&](int stage, const dtlab::shard::ShardContext& c) {
+    const dtlab::shard::MakeShardStrategy reference = the_reference();
+    dtlab::shard::ShardedTrainer trainer(model, group, zero_stage, [&](int stage, const dtlab::shard::ShardContext& c) {
       return std::make_unique<BackwardGathers>(reference(stage, c), c, backward_gathered);
     });
     dtlab::train::TrainState state;

@@ -293,7 +293,7 @@ TEST(TrainLoop, ANonFiniteLossAtStepOneWithFiniteWeightsPointsAtTheData) {
 }
 
 // FSDP's forward reads what the student's gathers put together (TrainState::forward_reading, Note
-// [A gather that puts pieces in the wrong place] in lm/zero_step.cpp): named instead of the data;
+// [A gather that puts pieces in the wrong place] in shard/sharded_trainer.cpp): named instead of the data;
 // a non-finite weight at rest is still the checkpoint's.
 TEST(TrainLoop, ANonFiniteLossWithAWrongGatherNamesWhatTheForwardRead) {
   EXPECT_EQ(loss_error_at_first_step(0.0f, std::nanf(""), "slot 1 of X is not rank 1's piece"),

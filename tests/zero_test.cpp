@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "dist_test_util.h"
-#include "dtlab/lm/zero_step.h"
+#include "dtlab/shard/sharded_trainer.h"
 #include "dtlab/model/gpt2.h"
 #include "dtlab/shard/flat_parameters.h"
 #include "dtlab/shard/shard_optimizer.h"
@@ -273,7 +273,7 @@ dtlab::train::TrainState gpt2_state(dtlab::model::Gpt2LMHeadModel model, std::un
   return state;
 }
 
-dtlab::lm::MakeShardStrategy the_reference() {
+dtlab::shard::MakeShardStrategy the_reference() {
   return [](int stage, const dtlab::shard::ShardContext& c) {
     if (stage == 1) return dtlab::zero::make_zero1(c);
     return stage == 2 ? dtlab::zero::make_zero2(c) : dtlab::zero::make_fsdp(c);
@@ -300,7 +300,7 @@ TEST_P(Gpt2Stages, TrainAsOneProcess) {
   }
   dtlab::test::run_ranks(world, [&](dtlab::dist::Group& group) {
     auto model = gpt2();
-    dtlab::lm::ShardedTrainer trainer(model, group, stage, the_reference());
+    dtlab::shard::ShardedTrainer trainer(model, group, stage, the_reference());
     dtlab::train::TrainState state = gpt2_state(model, trainer.make_optimizer(kOptions));
     const int64_t rows = 6 / world;
     torch::Tensor ids;
@@ -392,7 +392,7 @@ class ZeroedSlotFsdp final : public dtlab::shard::ShardStrategy {
 TEST(Gpt2Stages, AGatherThatLeavesASlotWrongIsNamed) {
   dtlab::test::run_ranks(3, [&](dtlab::dist::Group& group) {
     auto model = gpt2();
-    dtlab::lm::ShardedTrainer trainer(model, group, 3, [](int, const dtlab::shard::ShardContext& c) {
+    dtlab::shard::ShardedTrainer trainer(model, group, 3, [](int, const dtlab::shard::ShardContext& c) {
       return std::make_unique<ZeroedSlotFsdp>(c);
     });
     dtlab::train::TrainState state = gpt2_state(model, trainer.make_optimizer(kOptions));

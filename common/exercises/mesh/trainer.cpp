@@ -17,7 +17,7 @@
 #include "dtlab/core/storage.h"
 #include "dtlab/dist/broadcast_state.h"
 #include "dtlab/lm/options.h"
-#include "dtlab/lm/pp_step.h"
+#include "dtlab/pipeline/stage_ranks.h"
 #include "dtlab/mesh/device_mesh.h"
 #include "dtlab/pipeline/gpt2_layout.h"
 #include "dtlab/pipeline/simulate.h"
@@ -140,11 +140,11 @@ class MeshTrainer : public lm::GridTrainer {
     dist::Group& world = mesh_.world();
     const double seconds = world.log().seconds();
     const data::Batch& b = *input.batch;
-    const int64_t rows = b.input_ids.size(0);
-    const int m = static_cast<int>(std::min<int64_t>(plan_.micro_batches, rows));
-    const std::vector<torch::Tensor> ids = torch::tensor_split(b.input_ids, m);
-    const std::vector<torch::Tensor> labels = torch::tensor_split(b.labels, m);
-    const std::vector<torch::Tensor> weights = torch::tensor_split(b.label_weights, m);
+    pipeline::StageMicroBatches parts =
+        pipeline::split_stage_batch(b, plan_.micro_batches, stage_ == 0, model_->config().n_embd, dtype_);
+    const int m = parts.count();
+    const std::vector<torch::Tensor>& labels = parts.labels;
+    const std::vector<torch::Tensor>& weights = parts.weights;
     // Note [Data-parallel loss]: N, the target tokens of the global batch, on the last stage.
     double scale = 0;
     if (last_) {
@@ -164,25 +164,16 @@ class MeshTrainer : public lm::GridTrainer {
         return tp::token_loss_sum(*model_, logits, labels[k], weights[k]).sum * scale;
       };
     }
-    const int64_t width = model_->config().n_embd;
-    std::vector<torch::Tensor> inputs;
-    std::vector<std::vector<int64_t>> output_shapes;
-    for (const torch::Tensor& part : ids) {
-      inputs.push_back(stage_ == 0 ? part
-                                   : torch::empty({part.size(0), part.size(1), width},
-                                                  torch::TensorOptions(dtype_).device(part.device())));
-      output_shapes.push_back({part.size(0), part.size(1), width});
-    }
     // Each tensor rank's boundary goes to the same tensor rank of the neighbouring stage.
     pipeline::StagePlace place{&world, stage_, plan_.pipeline, neighbours_.previous, neighbours_.next};
-    pipeline::StageStep stage_step(place, compute, std::move(inputs), std::move(output_shapes), dtype_);
+    pipeline::StageStep stage_step(place, compute, std::move(parts.inputs), std::move(parts.output_shapes), dtype_);
     pp::run_stage(stage_step, schedules(m).at(static_cast<size_t>(stage_)));
     stage_step.check_complete();
 
     if (tied_peer_ >= 0) {
       torch::Tensor& grad = tied().mutable_grad();
       if (!grad.defined()) grad = torch::zeros_like(tied());
-      lm::exchange_tied_gradient(world, grad, tied_peer_, stage_ == 0);
+      pipeline::exchange_tied_gradient(world, grad, tied_peer_, stage_ == 0);
     }
     std::vector<torch::Tensor> grads;
     for (auto& [name, p] : mine_) {

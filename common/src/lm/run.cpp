@@ -21,7 +21,7 @@
 #include "dtlab/lm/evaluate.h"
 #include "dtlab/lm/loss.h"
 #include "dtlab/lm/model.h"
-#include "dtlab/lm/zero_step.h"
+#include "dtlab/shard/sharded_trainer.h"
 #include "dtlab/mesh/device_mesh.h"
 #include "dtlab/report/process_memory.h"
 #include "dtlab/report/tensor_bytes.h"
@@ -102,7 +102,7 @@ const GridParts* split_over_grid(const LmExercise& ex) {
   return nullptr;
 }
 
-// FSDP from a checkpoint: each rank reads its own pieces (lm/zero_step.h).
+// FSDP from a checkpoint: each rank reads its own pieces (shard/sharded_trainer.h).
 bool fsdp_reads_pieces(const LmOptions& o, const LmExercise& ex) {
   return ex.sharded && o.zero_stage == 3 && o.model_config.empty();
 }
@@ -268,7 +268,7 @@ void print_pipeline(const std::vector<int>& devices, int micro_batches) {
 }
 
 // "stages      2 x 1f1b, 4 micro-batches, 2 pipelines (data parallel): stage 0 = ranks 0, 2: embeddings .. block 1; ..."
-void print_stage_grid(const StageGrid& g) {
+void print_stage_grid(const pipeline::StageGrid& g) {
   std::string layout;
   const auto layers = static_cast<int64_t>(g.layer_stages.size());
   for (int s = 0; s < g.stages; ++s) {
@@ -388,10 +388,11 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   const RankShare& share = reading.share;
   // Stages as ranks: every stage of a pipeline reads the same rows; the pipelines share the data
   // set as data-parallel ranks do (the sampler's shards).
-  std::optional<StageGrid> grid;
+  std::optional<pipeline::StageGrid> grid;
   if (ex.stage_ranks) {
-    grid = plan_stage_grid(run.world(), run.rank(), o.stages, o.micro_batches, pipeline::parse_schedule_kind(o.schedule),
-                           pipeline::gpt2_layer_devices(state.model, o.stages, o.balance));
+    grid = pipeline::plan_stage_grid(run.world(), run.rank(), o.stages, o.micro_batches,
+                                     pipeline::parse_schedule_kind(o.schedule),
+                                     pipeline::gpt2_layer_devices(state.model, o.stages, o.balance));
     grid->action_sleep = std::chrono::milliseconds(o.stage_sleep_ms);
   }
   // Tensor and context parallelism: the model or the sequence split over a grid (tp/tp_trainer.h,
@@ -414,10 +415,10 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   if (o.profile) plan.profile_dir = o.output_dir;
   if (split) state.module = split->module();  // the optimiser steps this rank's parts
   add_optimizer(state, o, plan.total_steps);
-  // Sharded (zero): the units, AdamW on this rank's pieces, the student's strategy (lm/zero_step.h).
-  std::unique_ptr<ShardedTrainer> sharded;
+  // Sharded (zero): the units, AdamW on this rank's pieces, the student's strategy (shard/sharded_trainer.h).
+  std::unique_ptr<shard::ShardedTrainer> sharded;
   if (ex.sharded) {
-    sharded = std::make_unique<ShardedTrainer>(state.model, data_mesh->group(mesh::kData), o.zero_stage,
+    sharded = std::make_unique<shard::ShardedTrainer>(state.model, data_mesh->group(mesh::kData), o.zero_stage,
                                                ex.sharded->make_strategy,
                                                fsdp_reads_pieces(o, ex) ? fs::path(o.model_name_or_path) : fs::path());
     state.optimizer = sharded->make_optimizer({o.learning_rate, o.weight_decay});
@@ -426,14 +427,15 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   }
   const EvalInputs eval{state.model, &tokenizer, ids, &d.validation, &d.test, o.eval_batch_size,
                         TranslateOptions{o.eval_batch_size, o.max_length, o.max_new_tokens}};
-  std::unique_ptr<StageRankTrainer> stage_trainer;
+  std::unique_ptr<pipeline::StageRankTrainer> stage_trainer;
   if (grid) {
     // The interface whose counters measure the stage ranks' traffic (Note [Bytes of a stage rank]).
     const std::string interface =
         run.world() > 1 ? dist::interface_towards(run.settings.master_addr, run.settings.master_port,
                                                   run.settings.interface)
                         : "";
-    stage_trainer = std::make_unique<StageRankTrainer>(*ex.stage_ranks, *grid, state.model, *run.group, interface);
+    stage_trainer =
+        std::make_unique<pipeline::StageRankTrainer>(*ex.stage_ranks, *grid, state.model, *run.group, interface);
   }
   state.evaluate = [&] {
     if (stage_trainer) stage_trainer->gather_model();  // each rank trained only its stage
@@ -474,7 +476,7 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   train::StepFunction step = pipelined ? pipeline_step(*pipelined, pipeline_stats) : train::kit_step(*sync);
   if (sharded) step = sharded->step();
   if (stage_trainer) {
-    step = stage_rank_step(*stage_trainer);
+    step = pipeline::stage_rank_step(*stage_trainer);
     if (run.lead()) print_stage_grid(*grid);
   }
   if (split) {

@@ -15,9 +15,9 @@
 #include "dtlab/lm/grid_trainer.h"
 #include "dtlab/lm/options.h"
 #include "dtlab/lm/pipeline_step.h"
-#include "dtlab/lm/pp_step.h"
+#include "dtlab/pipeline/stage_ranks.h"
 #include "dtlab/model/gpt2.h"
-#include "dtlab/lm/zero_step.h"
+#include "dtlab/shard/sharded_trainer.h"
 #include "dtlab/train/gradient_sync.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/run.h"
@@ -62,7 +62,7 @@ struct PipelineParts {
 // equal share of the data (lm::equal_shares), lays the parameters in one flat buffer and runs
 // AdamW on this rank's piece only.
 struct ShardedParts {
-  MakeShardStrategy make_strategy;                // the strategy of --zero_stage (1, 2, 3)
+  shard::MakeShardStrategy make_strategy;                // the strategy of --zero_stage (1, 2, 3)
   std::function<std::string(int stage)> describe;  // its words for results.json
 };
 
@@ -76,7 +76,7 @@ struct LmExercise {
   std::optional<DataParallelParts> data_parallel;  // set: the run has ranks (and launch flags)
   std::optional<PipelineParts> pipeline;           // set: --stages, --micro_batches, --balance, --probe
   // set: the stages are ranks (pp): launch flags, --stages, --micro_batches, --balance, --schedule
-  std::optional<StageRankParts> stage_ranks;
+  std::optional<pipeline::StageRankParts> stage_ranks;
   // set: sharded data parallel (zero); data_parallel is set too (the kit's setup and shares)
   std::optional<ShardedParts> sharded;
   // set: the model split over a tensor x data grid (tp): launch flags, --tp

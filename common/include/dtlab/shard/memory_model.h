@@ -1,5 +1,5 @@
 // What a rank holds at each stage of sharding, on paper: the bytes of parameters, gradients and
-// AdamW's moments of the kit's reference (solutions/zero through lm::ShardedTrainer), from the
+// AdamW's moments of the kit's reference (solutions/zero through shard::ShardedTrainer), from the
 // units' sizes alone, so that it can be worked out for models the kit never builds (GPT-2 XL).
 // tests/shard_memory_model_test.cpp checks it against what the kit measures (ShardedTrainer::
 // summary) and the table of handouts/zero.md against it.
@@ -54,10 +54,10 @@ struct ModelUnits {
   int64_t parameters() const;
 };
 
-// GPT-2's units as lm::gpt2_unit_of cuts them, counted as Hugging Face counts parameters (a tied
-// lm head once): "embeddings" (wte vocab x n_embd, wpe n_positions x n_embd), each block
+// GPT-2's units as gpt2_unit_of (sharded_trainer.h) cuts them, counted as Hugging Face counts
+// parameters (a tied lm head once): "embeddings" (wte vocab x n_embd, wpe n_positions x n_embd), each block
 // "transformer.h.<i>" (ln_1, c_attn, c_proj, ln_2, c_fc, c_proj with their biases), "head" (ln_f,
-// and the lm head when untied); stages as lm::gpt2_stage_units. GPT-2 small is 124,439,808.
+// and the lm head when untied); stages as gpt2_stage_units. GPT-2 small is 124,439,808.
 ModelUnits gpt2_units(const model::Gpt2Config& config);
 
 // Hugging Face's GPT-2 checkpoints by name: "gpt2" (small, 124M), "gpt2-medium" (355M),

@@ -48,7 +48,7 @@ struct ShardContext {
   // stage_units[s]: the units stage s of the model's forward reads, in order (GPT-2: the
   // embeddings at stage 0, block i at stage i + 1, the head and, tied, the embeddings last).
   std::vector<std::vector<size_t>> stage_units;
-  // Note [The replicated baseline] (lm/zero_step.h): every rank's one piece of a unit is the whole
+  // Note [The replicated baseline] (shard/sharded_trainer.h): every rank's one piece of a unit is the whole
   // unit, so the clip and the dump read this rank's pieces alone, with no sum across ranks.
   bool replicated = false;
 };

@@ -4,7 +4,7 @@
 // stages the pipelines are also data parallel (a grid: rank = pipeline * stages + stage).
 //
 // The contract between the kit and the student: tasks/pp/ implements what this header declares,
-// solutions/pp/ is the reference. The driver (common/drivers/pp_main.cpp, lm/pp_step.h) runs, on
+// solutions/pp/ is the reference. The driver (common/drivers/pp_main.cpp, pipeline/stage_ranks.h) runs, on
 // every rank, every step:
 //
 //   micro-batches = the pipeline's minibatch cut into m (every stage reads the same rows)

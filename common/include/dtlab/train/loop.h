@@ -40,7 +40,7 @@ struct LoopPlan {
   // profile.txt here (--profile; report/profile.h). Those steps' times include its cost.
   std::filesystem::path profile_dir;
   // How many ranks read each minibatch: 1, but a pipeline's stage ranks all read their
-  // pipeline's (lm/pp_step.h). The examples and tokens summed over the ranks are divided by it.
+  // pipeline's (pipeline/stage_ranks.h). The examples and tokens summed over the ranks are divided by it.
   int ranks_per_batch = 1;
 };
 

@@ -48,7 +48,7 @@ struct RankDumpPlan {
 void write_rank_dump(const RankDumpPlan& plan, DumpPoint point, const torch::nn::Module& model,
                      const std::vector<int64_t>& rows);
 // The same file from tensors already named param.<name> and grad.<name>: a sharded run, whose
-// rank holds pieces that the kit assembles first (lm/zero_step.h).
+// rank holds pieces that the kit assembles first (shard/sharded_trainer.h).
 void write_rank_dump(const RankDumpPlan& plan, DumpPoint point, io::TensorMap tensors,
                      const std::vector<int64_t>& rows);
 

@@ -1,5 +1,5 @@
-// The pp exercise's step, see lm/pp_step.h.
-#include "dtlab/lm/pp_step.h"
+// The pp exercise's step, see pipeline/stage_ranks.h.
+#include "dtlab/pipeline/stage_ranks.h"
 
 #include <fmt/format.h>
 #include <torch/types.h>
@@ -20,7 +20,21 @@
 #include "dtlab/lm/loss.h"
 #include "dtlab/pipeline/simulate.h"
 
-namespace dtlab::lm {
+namespace dtlab::pipeline {
+
+StageMicroBatches split_stage_batch(const data::Batch& batch, int micro_batches, bool first_stage, int64_t width,
+                                    torch::ScalarType dtype) {
+  const int m = static_cast<int>(std::min<int64_t>(micro_batches, batch.input_ids.size(0)));
+  StageMicroBatches parts{torch::tensor_split(batch.input_ids, m), torch::tensor_split(batch.labels, m),
+                          torch::tensor_split(batch.label_weights, m), {}, {}};
+  for (const torch::Tensor& ids : parts.ids) {
+    parts.inputs.push_back(first_stage ? ids
+                                       : torch::empty({ids.size(0), ids.size(1), width},
+                                                      torch::TensorOptions(dtype).device(ids.device())));
+    parts.output_shapes.push_back({ids.size(0), ids.size(1), width});
+  }
+  return parts;
+}
 
 StageGrid plan_stage_grid(int world, int rank, int stages, int micro_batches, pipeline::ScheduleKind schedule,
                           std::vector<int> layer_stages) {
@@ -123,7 +137,7 @@ void StageRankTrainer::exchange_tied_gradient() {
   torch::Tensor& grad = model_->transformer->wte->weight.mutable_grad();
   if (!grad.defined()) grad = torch::zeros_like(model_->transformer->wte->weight);
   const int peer = grid_.rank_of(grid_.pipeline, grid_.stage == 0 ? grid_.stages - 1 : 0);
-  lm::exchange_tied_gradient(world_, grad, peer, grid_.stage == 0);
+  pipeline::exchange_tied_gradient(world_, grad, peer, grid_.stage == 0);
 }
 
 void StageRankTrainer::average_over_pipelines() {
@@ -229,12 +243,11 @@ train::StepResult StageRankTrainer::run_step(train::TrainState& state, const tra
   if (dump) train::write_rank_dump(*dump_, train::DumpPoint::kBeforeStep, *state.module, *input.rows);
   state.module->train();
   const data::Batch& b = *input.batch;
-  const int64_t rows = b.input_ids.size(0);
-  const int m = static_cast<int>(std::min<int64_t>(grid_.micro_batches, rows));
-  // m micro-batches whose rows differ by at most one (a batch of 5 in 4: 2, 1, 1, 1).
-  const std::vector<torch::Tensor> ids = torch::tensor_split(b.input_ids, m);
-  const std::vector<torch::Tensor> labels = torch::tensor_split(b.labels, m);
-  const std::vector<torch::Tensor> weights = torch::tensor_split(b.label_weights, m);
+  StageMicroBatches parts =
+      split_stage_batch(b, grid_.micro_batches, grid_.stage == 0, model_->config().n_embd, torch::kFloat32);
+  const int m = parts.count();
+  const std::vector<torch::Tensor>& labels = parts.labels;
+  const std::vector<torch::Tensor>& weights = parts.weights;
   const bool last = grid_.stage == grid_.stages - 1;
 
   // Note [Data-parallel loss]: N, the target tokens of the whole global batch (the last stages'
@@ -255,22 +268,14 @@ train::StepResult StageRankTrainer::run_step(train::TrainState& state, const tra
       const torch::Tensor w = weights[k];
       // weighted_token_loss is the mean over the micro-batch's target tokens; times their count
       // it is their sum.
-      return weighted_token_loss(logits, labels[k], w) * (w.sum().item<double>() * scale);
+      return lm::weighted_token_loss(logits, labels[k], w) * (w.sum().item<double>() * scale);
     };
-  }
-  const int64_t width = model_->config().n_embd;
-  std::vector<torch::Tensor> inputs;
-  std::vector<std::vector<int64_t>> output_shapes;
-  for (const torch::Tensor& part : ids) {
-    inputs.push_back(grid_.stage == 0 ? part
-                                      : torch::empty({part.size(0), part.size(1), width},
-                                                     torch::TensorOptions(torch::kFloat32).device(part.device())));
-    output_shapes.push_back({part.size(0), part.size(1), width});
   }
   pipeline::StagePlace place{&world_, grid_.stage, grid_.stages,
                              grid_.stage > 0 ? grid_.rank_of(grid_.pipeline, grid_.stage - 1) : -1,
                              last ? -1 : grid_.rank_of(grid_.pipeline, grid_.stage + 1)};
-  pipeline::StageStep stage_step(place, compute, std::move(inputs), std::move(output_shapes), torch::kFloat32);
+  pipeline::StageStep stage_step(place, compute, std::move(parts.inputs), std::move(parts.output_shapes),
+                                 torch::kFloat32);
   // Note [One stream per pair]: the sends and receives of the timeline step, in the order this
   // rank posted them (summary() checks every pair's for NCCL).
   const bool keep_order = input.step <= kTimelineStep;
@@ -426,4 +431,4 @@ train::StepFunction stage_rank_step(StageRankTrainer& trainer) {
   return [&trainer](train::TrainState& state, const train::StepInput& input) { return trainer.step(state, input); };
 }
 
-}  // namespace dtlab::lm
+}  // namespace dtlab::pipeline

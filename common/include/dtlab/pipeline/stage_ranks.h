@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "dtlab/data/batch.h"
 #include "dtlab/dist/group.h"
 #include "dtlab/model/gpt2.h"
 #include "dtlab/pipeline/stage_schedule.h"
@@ -33,16 +34,19 @@
 #include "dtlab/train/rank_dump.h"
 
 namespace dtlab::lm {
-
 struct LmOptions;
+}  // namespace dtlab::lm
+
+namespace dtlab::pipeline {
+
 
 // What the pp exercise brings: its two schedule builders and its protocol (dtlab/tasks/pp.h), and
-// the grading aid --probe (LmOptions::probe), which returns the exit code.
+// the grading aid --probe (lm::LmOptions::probe), which returns the exit code.
 struct StageRankParts {
   pipeline::ScheduleBuilder gpipe;
   pipeline::ScheduleBuilder one_f_one_b;
   std::function<void(pipeline::StageStep&, const pipeline::StageSchedule&)> run_stage;
-  std::function<int(const LmOptions&)> probe;
+  std::function<int(const lm::LmOptions&)> probe;
 };
 
 // The grid: the device mesh data (pipelines) x pipeline (stages) in that order (mesh/layout.h,
@@ -63,6 +67,19 @@ struct StageGrid {
 // this rank holds the embeddings). Sends and receives in an order NCCL can pair (Note [One
 // stream per pair] in dist/p2p_order.h). grad must be contiguous, on the group's device.
 void exchange_tied_gradient(dist::Group& group, torch::Tensor& grad, int peer, bool first_stage);
+
+// A GPT-2 stage's share of a batch in micro-batches (pp's stage ranks, the mesh's stages): m parts
+// whose rows differ by at most one (a batch of 5 in 4: 2, 1, 1, 1), m = min(micro_batches, rows).
+// inputs: the first stage's are the token ids; every other stage's an empty [rows, T, width]
+// buffer of `dtype` that the previous stage's activation arrives in. Every stage's output is
+// [rows, T, width].
+struct StageMicroBatches {
+  std::vector<torch::Tensor> ids, labels, weights, inputs;
+  std::vector<std::vector<int64_t>> output_shapes;
+  int count() const { return static_cast<int>(ids.size()); }
+};
+StageMicroBatches split_stage_batch(const data::Batch& batch, int micro_batches, bool first_stage, int64_t width,
+                                    torch::ScalarType dtype);
 
 // The grid of `world` ranks for `stages` stages: an Error naming --stages unless it divides the
 // world size.
@@ -138,4 +155,4 @@ class StageRankTrainer {
 // The step as the loop calls it.
 train::StepFunction stage_rank_step(StageRankTrainer& trainer);
 
-}  // namespace dtlab::lm
+}  // namespace dtlab::pipeline

@@ -1,5 +1,5 @@
-// GPT-2 trained sharded, see lm/zero_step.h.
-#include "dtlab/lm/zero_step.h"
+// GPT-2 trained sharded, see shard/sharded_trainer.h.
+#include "dtlab/shard/sharded_trainer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "dtlab/report/tensor_bytes.h"
 #include "dtlab/shard/shard_optimizer.h"
 
-namespace dtlab::lm {
+namespace dtlab::shard {
 namespace {
 
 // The bytes of the units whose whole values this rank holds now.
@@ -347,4 +347,4 @@ nlohmann::json ShardedTrainer::summary(const torch::optim::Optimizer& optimizer,
           {"gather_finding", gather_finding_}};
 }
 
-}  // namespace dtlab::lm
+}  // namespace dtlab::shard

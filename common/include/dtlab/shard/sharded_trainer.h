@@ -1,4 +1,4 @@
-// GPT-2 trained sharded (the zero exercise, dtlab/tasks/zero.h), as pp_step.h's StageRankTrainer
+// GPT-2 trained sharded (the zero exercise, dtlab/tasks/zero.h), as pipeline/stage_ranks.h's StageRankTrainer
 // is for stages as ranks: the model cut into units (Note [Shard units]: embeddings, each block,
 // head), AdamW on this rank's pieces, the student's strategy wired to the sharded step and, for
 // FSDP, to the model's stage hooks (Note [Stage hooks]), and the kit's measures of what a rank
@@ -25,7 +25,7 @@
 #include "dtlab/train/optimizer.h"
 #include "dtlab/train/rank_dump.h"
 
-namespace dtlab::lm {
+namespace dtlab::shard {
 
 // GPT-2's units: "embeddings" (wte, wpe), each block "transformer.h.<i>", "head" (ln_f, and
 // lm_head when untied), in forward order.
@@ -116,4 +116,4 @@ class ShardedTrainer {
 
 };
 
-}  // namespace dtlab::lm
+}  // namespace dtlab::shard
