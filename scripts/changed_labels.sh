@@ -32,7 +32,14 @@ while IFS= read -r f; do
   [[ -n $f ]] || continue
   got=""
   case "$f" in
-    tasks/*/* | solutions/*/*) got=$(cut -d/ -f2 <<<"$f") ;;
+    # An exercise's folder, and the rows that compile it too (exercises.txt's uses=: the mesh
+    # composes pp's and tp's answers).
+    tasks/*/* | solutions/*/*)
+      got=$(cut -d/ -f2 <<<"$f")
+      got="$got $(awk -v e="$got" '!/^#/ && $4 ~ /^uses=/ { n = split(substr($4, 6), u, ","); for (i = 1; i <= n; i++) if (u[i] == e) print $1 }' exercises.txt)" ;;
+    # The axes' trainers of GPT-2 in the library, and the exercises that run them.
+    common/src/pipeline/stage_ranks.cpp | common/include/dtlab/pipeline/stage_ranks.h) got="pipeline pp mesh" ;;
+    common/src/shard/sharded_trainer.cpp | common/include/dtlab/shard/sharded_trainer.h) got="shard zero" ;;
     handouts/*.md) got=$(basename "$f" .md); is_exercise "$got" || got=docs ;;
     common/drivers/*) got=$(basename "$f" .cpp); got=${got%%_*} ;;
     common/exercises/*/*) got=$(cut -d/ -f3 <<<"$f") ;;
