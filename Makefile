@@ -254,7 +254,7 @@ $(CP_TASKS) $(call solutions_of,$(CP_TASKS)): fixtures
 
 # The device mesh (mesh): the GPT-2 of dp on MESH_DATA x MESH_STAGES x MESH_TP ranks (2 x 2 x 2),
 # MESH_STEPS steps of a global batch of MESH_BATCH pairs, the axes in MESH_ORDER (slowest first,
-# Megatron's). Each rank prints its coordinates; results.json's "mesh" holds every rank's
+# Megatron's). The run prints every rank's place at start; results.json's "mesh" holds every rank's
 # coordinates, parameter bytes and the sends each rank made to each other.
 MESH_DATA   ?= 2
 MESH_STAGES ?= 2

@@ -118,7 +118,7 @@ Verdict layout(Runner& runner, const std::string& e) {
       return {Status::kError, who + ": the probe's result does not hold one answer per rank"};
     }
     for (int rank = 0; rank < world; ++rank) {
-      const nlohmann::json& got = r["coordinates"][static_cast<size_t>(rank)];
+      const nlohmann::json& got = r["coordinates"].at(static_cast<size_t>(rank));
       const nlohmann::json want = kit.coordinates(rank);
       if (got.is_object()) {
         return {Status::kWrongNumber, fmt::format("{}: coordinates_of({}) threw: {}", who, rank,
@@ -142,7 +142,7 @@ Verdict layout(Runner& runner, const std::string& e) {
     for (int rank = 0; rank < world; ++rank) {
       const nlohmann::json want = kit.coordinates(rank);
       for (size_t axis = 0; axis < sizes.size(); ++axis) {
-        const nlohmann::json& group = r["groups"][static_cast<size_t>(rank)][axis];
+        const nlohmann::json& group = r["groups"].at(static_cast<size_t>(rank)).at(axis);
         const nlohmann::json expected = kit.group(rank, axes[axis].name);
         if (group.is_object()) {
           return {Status::kWrongNumber, fmt::format("{}: group_of({}, {}) threw: {}", who, rank, axis,
@@ -215,15 +215,8 @@ Verdict gradients(Runner& runner, const std::string& e) {
                                               whole == full.end() ? "which one process's model has not"
                                                                   : "without its gradient")};
         }
-        std::optional<Placement> p;
         std::string why;
-        const std::string weight = name.substr(0, name.size() - 4) + "weight";
-        if (biases && held.sizes() != whole->second.sizes() && placed.count(weight)) {
-          p = placed.at(weight);
-          p->dim = 0;
-        } else {
-          p = place_by_value(held, whole->second, &why);
-        }
+        const std::optional<Placement> p = place_parameter(name, held, whole->second, placed, &why);
         if (!p) {
           return {Status::kWrongNumber,
                   fmt::format("{}: rank {}'s {} [{}] is no slice of one process's [{}] at step 1 ({}): the tp part "

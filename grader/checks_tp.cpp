@@ -182,16 +182,8 @@ std::optional<Verdict> place(const io::TensorMap& mine, const io::TensorMap& ful
                                                                       fmt::join(found->second.sizes(), ", ")))};
   }
   const torch::Tensor& held = found->second;
-  std::optional<Placement> p;
   std::string why;
-  const std::string weight = name.substr(0, name.size() - 4) + "weight";
-  if (model::key_ends_with(name, ".bias") && held.sizes() != whole.sizes() && placed->count(weight)) {
-    p = placed->at(weight);  // a Conv1D's bias is [out]: its weight's dimension 1
-    p->dim = 0;
-    if (static_cast<int64_t>(p->index.size()) != held.size(0)) p.reset(), why = "not as many as its weight's columns";
-  } else {
-    p = place_by_value(held, whole, &why);
-  }
+  const std::optional<Placement> p = place_parameter(name, held, whole, *placed, &why);
   const auto other_values = [&](const std::string& what) {
     return Verdict{Status::kWrongNumber,
                    fmt::format("{}: rank {}'s {} [{}] is no slice of one process's [{}] at step 1 ({}): it holds the "

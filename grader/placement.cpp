@@ -68,6 +68,21 @@ std::optional<Placement> place_by_value(const torch::Tensor& mine, const torch::
   return p;
 }
 
+std::optional<Placement> place_parameter(const std::string& name, const torch::Tensor& mine, const torch::Tensor& whole,
+                                         const std::map<std::string, Placement>& placed, std::string* why) {
+  const std::string weight = name.size() > 4 ? name.substr(0, name.size() - 4) + "weight" : name;
+  const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  if (!bias || mine.sizes() == whole.sizes() || !placed.count(weight)) return place_by_value(mine, whole, why);
+  Placement p = placed.at(weight);
+  const bool weight_split = !p.whole();
+  p.dim = 0;
+  if (!weight_split || mine.dim() != 1 || static_cast<int64_t>(p.index.size()) != mine.size(0)) {
+    *why = "not as many as its weight's columns";
+    return std::nullopt;
+  }
+  return p;
+}
+
 namespace {
 
 // The positions of the placement that are padding (want_padding) or real, and the whole's indices

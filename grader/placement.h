@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,13 @@ struct Placement {
 // be placed), or be all zeros found nowhere (padding).
 // nullopt, with the reason in *why, otherwise. The same shape is the whole tensor (dim -1).
 std::optional<Placement> place_by_value(const torch::Tensor& mine, const torch::Tensor& whole, std::string* why);
+
+// The placement of a rank's parameter `name` of GPT-2: by value, except a split bias (zeros at step
+// 1, so found by no value), which lies where its weight's columns do (a Conv1D's bias is [out]:
+// its weight's dimension 1), read from `placed` (the weights placed first). nullopt with the
+// reason in *why otherwise. tp's and the mesh's gradient checks place every slice with it.
+std::optional<Placement> place_parameter(const std::string& name, const torch::Tensor& mine, const torch::Tensor& whole,
+                                         const std::map<std::string, Placement>& placed, std::string* why);
 
 // The positions of mine (real = true) or of whole that a placement pairs, along its dimension;
 // the padding's positions in mine. Whole placements give the tensors unchanged (and no padding).
