@@ -42,18 +42,23 @@ using mesh::MeshShape;
 
 constexpr int kBatch = 16;  // pp's and tp's: one reference run serves all three
 constexpr int kLossSteps = 20;
-constexpr int kMicroBatches = 2;
+// Note [Each group's bytes]: per-step averages of whole bytes over 20 steps compared with the
+// prediction's arithmetic in another order, so equal up to rounding; the smallest mistake, one
+// float more in one step, is 0.2 bytes a step.
+constexpr double kByteSlack = 0.01;
 
 struct Mesh {
   int data, pipeline, tensor;
+  int micro_batches;  // more than the stages where 1F1B's bound must show (the memory check)
   int world() const { return data * pipeline * tensor; }
   std::string label() const {
     return fmt::format("data {} x pipeline {} x tensor {} ({} ranks)", data, pipeline, tensor, world());
   }
 };
 
-constexpr Mesh kEven = {2, 2, 2};
-constexpr Mesh kOdd = {1, 3, 2};
+constexpr Mesh kEven = {2, 2, 2, 2};
+// 4 micro-batches on 3 stages: 1F1B stores 3, 2 and 1 of them, GPipe (or a warm-up too long) more.
+constexpr Mesh kOdd = {1, 3, 2, 4};
 
 // The single-process flags of pp's and tp's checks (checks_tp.cpp): the same ids, the same runs.
 std::vector<std::string> reference_flags(int steps) {
@@ -65,7 +70,7 @@ std::vector<std::string> reference_flags(int steps) {
 RunRequest mesh_request(const std::string& e, const Mesh& m, int steps) {
   std::vector<std::string> flags = lm_equivalence_flags(steps);
   flags.insert(flags.end(), {"--global_batch_size", std::to_string(kBatch), "--stages", std::to_string(m.pipeline),
-                             "--tp", std::to_string(m.tensor), "--micro_batches", std::to_string(kMicroBatches)});
+                             "--tp", std::to_string(m.tensor), "--micro_batches", std::to_string(m.micro_batches)});
   const std::string purpose = steps == 1 ? "gradients" : "losses";
   return {fmt::format("{}-{}-d{}p{}t{}", e, purpose, m.data, m.pipeline, m.tensor), e, "mesh-" + purpose, m.world(),
           flags, steps == 1};
@@ -357,45 +362,246 @@ Verdict sends(Runner& runner, const std::string& e) {
   return {Status::kPassed, fmt::format("{}: the sends, counted from the kit's log of every rank:{}", e, summary)};
 }
 
-// Note [The data group's traffic] (mesh/mesh_trainer.h): one all-reduce of the rank's gradients
-// a step, exactly its parameter bytes (float32). Counted, not only weighed: an all-reduce per
-// gradient moves the same bytes and trains the same numbers.
+// Note [Each group's bytes] (mesh/mesh_trainer.h): what every group of a rank carries a step,
+// predicted from GPT-2's shape and held against the kit's logs (H the width, I the MLP's, V_T =
+// ceil(V / T) the vocabulary rows of a tensor rank, N the positions, T the tensor size, P the
+// stages, m the micro-batches, BS the replica's positions a step, L_s the blocks of the rank's
+// stage; float32, 4 bytes an element):
+//   parameters: the first stage wte's V_T x H and wpe's N x H; per block 6H replicated (two
+//     LayerNorms, the two row-parallel biases) and (4H^2 + 2HI + 3H + I) / T split; the last stage
+//     ln_f's 2H and, unless it is also the first, its own copy of the wte slice;
+//   the data group (Note [The data group's traffic]): one all-reduce a step of exactly those bytes.
+//     Counted, not only weighed: an all-reduce per gradient moves the same bytes and trains the
+//     same numbers;
+//   the tensor group (T > 1): per micro-batch 4 L_s all-reduces of activations (a block's two g
+//     forward, two f backward), the embedding's g on the first stage, the head's f and the loss's
+//     three [B x S] vectors on the last; only all-reduces, of (4 L_s + first + last) x BS x H and
+//     3 x BS (last) floats;
+//   the pipeline: BS x H floats of activations to the next stage, as many of their gradients to
+//     the previous, and the tied slice's V_T x H between the two ends;
+//   the norm (the student's whole_model_gradient_norm): a few numbers, at most one collective per
+//     axis of the mesh. One all-reduce of each gradient's squared norm trains the same numbers and
+//     pays the link's latency as many times as the stage has tensors.
+struct Shape {
+  int64_t layers = 0, width = 0, inner = 0, vocab = 0, positions = 0;
+};
+
+struct RankPrediction {
+  int64_t parameter_bytes = 0;
+  double tensor_all_reduces = 0, tensor_bytes = 0, sent_bytes = 0;
+};
+
+RankPrediction predict(const Shape& g, const std::vector<int>& layer_stages, int stage, int stages, int tensor,
+                       int micro_batches, double positions) {
+  const int64_t H = g.width, I = g.inner, vocab_rows = (g.vocab + tensor - 1) / tensor;
+  const bool first = stage == 0, last = stage == stages - 1;
+  int64_t blocks = 0;
+  for (int64_t l = 1; l <= g.layers && l < static_cast<int64_t>(layer_stages.size()); ++l) {
+    blocks += layer_stages[static_cast<size_t>(l)] == stage ? 1 : 0;
+  }
+  RankPrediction p;
+  int64_t elements = blocks * (6 * H + (4 * H * H + 2 * H * I + 3 * H + I) / tensor);
+  if (first) elements += vocab_rows * H + g.positions * H;
+  if (last) elements += 2 * H + (first ? 0 : vocab_rows * H);
+  p.parameter_bytes = 4 * elements;
+  if (tensor > 1) {
+    const double activations = 4.0 * double(blocks) + (first ? 1 : 0) + (last ? 1 : 0);
+    p.tensor_all_reduces = micro_batches * (activations + (last ? 3 : 0));
+    p.tensor_bytes = activations * positions * double(H) * 4 + (last ? 3 * positions * 4 : 0);
+  }
+  const double boundary = positions * double(H) * 4;
+  p.sent_bytes = (last ? 0 : boundary) + (first ? 0 : boundary) +
+                 (stages > 1 && (first || last) ? double(vocab_rows * H * 4) : 0);
+  return p;
+}
+
+// Every rank's entry of a per-rank array of the mesh section, or nullopt when it has none.
+std::optional<std::vector<double>> per_rank(const nlohmann::json& s, const std::string& key, int world) {
+  if (!s.contains(key) || !s[key].is_array() || static_cast<int>(s[key].size()) != world) return std::nullopt;
+  std::vector<double> out;
+  for (const auto& v : s[key]) {
+    if (!v.is_number()) return std::nullopt;
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// The model's shape, the layers' stages and every rank's stage, from a run's mesh section.
+struct Placed {
+  Shape shape;
+  std::vector<int> layer_stages;
+  std::vector<int> stages;  // per rank
+};
+
+std::optional<Placed> placed_of(const nlohmann::json& s, const Mesh& m) {
+  Placed p;
+  p.shape = {s.value("n_layer", int64_t{0}), s.value("n_embd", int64_t{0}), s.value("inner_dim", int64_t{0}),
+             s.value("vocab_size", int64_t{0}), s.value("n_positions", int64_t{0})};
+  if (!s.contains("layer_stages") || !s.at("layer_stages").is_array()) return std::nullopt;
+  for (const auto& v : s.at("layer_stages")) {
+    if (!v.is_number_integer()) return std::nullopt;
+    p.layer_stages.push_back(v.get<int>());
+  }
+  const nlohmann::json& coordinates = s.value("coordinates", nlohmann::json());
+  if (p.shape.layers <= 0 || p.shape.width <= 0 || static_cast<int64_t>(p.layer_stages.size()) != p.shape.layers + 2 ||
+      !coordinates.is_array() || static_cast<int>(coordinates.size()) != m.world()) {
+    return std::nullopt;
+  }
+  for (const auto& c : coordinates) {
+    if (!c.is_array() || c.size() != 3 || !c[1].is_number_integer()) return std::nullopt;
+    const int stage = c[1].get<int>();
+    if (stage < 0 || stage >= m.pipeline) return std::nullopt;
+    p.stages.push_back(stage);
+  }
+  return p;
+}
+
 Verdict traffic(Runner& runner, const std::string& e) {
   const Mesh m = kEven;
   Verdict failure;
   std::string who;
   const nlohmann::json* s = losses_section(runner, e, m, &who, &failure);
   if (!s) return failure;
-  const nlohmann::json operations = s->value("data_operations_per_step", nlohmann::json::array());
-  const nlohmann::json bytes = s->value("data_bytes_per_step", nlohmann::json::array());
-  const nlohmann::json held = s->value("parameter_bytes", nlohmann::json::array());
-  if (static_cast<int>(operations.size()) != m.world() || static_cast<int>(bytes.size()) != m.world() ||
-      static_cast<int>(held.size()) != m.world()) {
-    return {Status::kError, who + ": results.json's mesh section has no data traffic of every rank"};
+  std::map<std::string, std::vector<double>> at;
+  for (const char* key : {"data_operations_per_step", "data_bytes_per_step", "tensor_all_reduces_per_step", "tensor_other_operations_per_step", "tensor_bytes_per_step",
+                          "norm_operations_per_step", "norm_bytes_per_step", "positions_per_step"}) {
+    std::optional<std::vector<double>> v = per_rank(*s, key, m.world());
+    if (!v) return {Status::kError, fmt::format("{}: results.json's mesh section has no {} of every rank", who, key)};
+    at[key] = std::move(*v);
   }
+  const nlohmann::json& sends = s->value("sends", nlohmann::json::object());
+  const std::optional<Placed> placed = placed_of(*s, m);
+  if (!placed || !sends.contains("bytes_per_step")) {
+    return {Status::kError, who + ": results.json's mesh section has no coordinates, sends or model shape"};
+  }
+  const Shape& g = placed->shape;
+  const std::vector<int>& layer_stages = placed->layer_stages;
+  const int micro_batches = m.micro_batches;
+  std::string summary;
   for (int r = 0; r < m.world(); ++r) {
-    const double ops = operations[static_cast<size_t>(r)].get<double>(), sent = bytes[static_cast<size_t>(r)].get<double>();
-    const auto want = held[static_cast<size_t>(r)].get<int64_t>();
-    if (ops != 1) {
+    const auto k = static_cast<size_t>(r);
+    const int stage = placed->stages[k];
+    const double positions = at["positions_per_step"][k];
+    const RankPrediction want = predict(g, layer_stages, stage, m.pipeline, m.tensor, micro_batches, positions);
+    const std::string rank = fmt::format("{}: rank {} (stage {} of {})", who, r, stage, m.pipeline);
+    const double data_ops = at["data_operations_per_step"][k], data_bytes = at["data_bytes_per_step"][k];
+    if (data_ops == 0) {
       return {Status::kWrongNumber,
-              fmt::format("{}: rank {}'s average_over_data ran {:g} operations a step on its data group, not 1. One "
+              fmt::format("{}'s average_over_data ran no operation on its data group: the replicas that hold the "
+                          "same slices (mesh.group(kData)) never averaged their gradients", rank)};
+    }
+    if (data_ops != 1) {
+      return {Status::kWrongNumber,
+              fmt::format("{}'s average_over_data ran {:g} operations a step on its data group, not 1. One "
                           "all-reduce of every gradient (dist::all_reduce_tensors) carries the same bytes; every "
                           "operation more pays the link's latency once more, and on a cluster that is what an "
-                          "unbucketed average costs",
-                          who, r, ops)};
+                          "unbucketed average costs", rank, data_ops)};
     }
-    if (sent != static_cast<double>(want)) {
+    if (std::abs(data_bytes - double(want.parameter_bytes)) > kByteSlack) {
       return {Status::kWrongNumber,
-              fmt::format("{}: rank {}'s data group carried {:.0f} bytes a step, not its {} bytes of gradients (the "
-                          "float32 slices it holds): {:.2f} times them. Is each gradient all-reduced once, in its own "
-                          "type?",
-                          who, r, sent, want, sent / static_cast<double>(want))};
+              fmt::format("{}'s data group carried {:.0f} bytes a step, not its {} bytes of gradients (the float32 "
+                          "slices it holds): {:.2f} times them. Is each gradient all-reduced once, in its own type?",
+                          rank, data_bytes, want.parameter_bytes, data_bytes / double(want.parameter_bytes))};
+    }
+    const double norm_ops = at["norm_operations_per_step"][k], norm_bytes = at["norm_bytes_per_step"][k];
+    if (norm_ops > 3 || norm_bytes > 8 * norm_ops) {
+      return {Status::kWrongNumber,
+              fmt::format("{}'s whole_model_gradient_norm ran {:g} collectives a step carrying {:.0f} bytes. The norm "
+                          "needs one number from each rank: add this rank's squares first, then one all-reduce "
+                          "over the world (or one per axis, 3 at most) of that one number. A collective per "
+                          "gradient gives the same norm and pays the link's latency as many times as the stage "
+                          "has tensors", rank, norm_ops, norm_bytes)};
+    }
+    const double all_reduces = at["tensor_all_reduces_per_step"][k], others = at["tensor_other_operations_per_step"][k];
+    const double tensor_bytes = at["tensor_bytes_per_step"][k];
+    if (others != 0 || all_reduces != want.tensor_all_reduces || std::abs(tensor_bytes - want.tensor_bytes) > kByteSlack) {
+      return {Status::kWrongNumber,
+              fmt::format("{}'s tensor group ran {:g} all-reduces and {:g} other operations a step, {:.0f} bytes, "
+                          "where tp's operators need {:g} all-reduces of {:.0f} bytes: per micro-batch two of the "
+                          "activations per block each way, the embedding's on the first stage, the head's and the "
+                          "loss's three [B x S] vectors on the last. tp's traffic check says which operator moves "
+                          "what", rank, all_reduces, others, tensor_bytes, want.tensor_all_reduces, want.tensor_bytes)};
+    }
+    double sent = 0;
+    for (const auto& b : sends.at("bytes_per_step").at(k)) sent += b.get<double>();
+    if (std::abs(sent - want.sent_bytes) > kByteSlack) {
+      return {Status::kWrongNumber,
+              fmt::format("{} sent {:.0f} bytes a step to other stages, not {:.0f}: the replica's [B, S, H] "
+                          "activations to the next stage, their gradients to the previous and the tied "
+                          "embedding's slice between the ends, each once",
+                          rank, sent, want.sent_bytes)};
+    }
+    if (r == 0 || r == m.world() - 1) {
+      summary += fmt::format("\n  rank {} (stage {}): parameters and data all-reduce {:.3f} MB, tensor group {:g} "
+                             "all-reduces {:.3f} MB, pipeline sends {:.3f} MB, the norm {:g} of {:.0f} bytes",
+                             r, stage, 1e-6 * double(want.parameter_bytes), all_reduces, 1e-6 * tensor_bytes,
+                             1e-6 * sent, norm_ops, norm_bytes);
     }
   }
   return {Status::kPassed,
-          fmt::format("{}: every rank's data group carried one all-reduce a step of exactly its gradients' bytes "
-                      "({:.3f} MB on the first stage's ranks, {:.3f} MB on the last's)",
-                      who, 1e-6 * held[0].get<double>(), 1e-6 * held[static_cast<size_t>(m.world() - 1)].get<double>())};
+          fmt::format("{}: every rank's groups carried what GPT-2's shape predicts a step, to the byte (Note [Each "
+                      "group's bytes]):{}", who, summary)};
+}
+
+// Each rank's memory at data 1 x pipeline 3 x tensor 2, 4 micro-batches: its parameters (float32)
+// are its stage's slices, to the byte (Note [Each group's bytes]; the kit places them, Note [A rank
+// holds its stage's slices]), and the boundary activations it stored for backward at once are
+// 1F1B's min(stages - stage, m), GPipe's m, never more held (Note [Held, not only stored] in
+// pipeline/stage_step.h). The student's own pp schedules and protocol decide the second: a warm-up
+// one forward too long trains the same numbers and stores a micro-batch more on every stage.
+Verdict memory(Runner& runner, const std::string& e) {
+  const Mesh m = kOdd;
+  Verdict failure;
+  std::string who;
+  const nlohmann::json* s = losses_section(runner, e, m, &who, &failure);
+  if (!s) return failure;
+  const std::optional<Placed> placed = placed_of(*s, m);
+  std::map<std::string, std::vector<double>> at;
+  for (const char* key : {"parameter_bytes", "positions_per_step", "peak_stored_micro_batches",
+                          "peak_held_micro_batches", "peak_activation_bytes"}) {
+    std::optional<std::vector<double>> v = per_rank(*s, key, m.world());
+    if (!v) return {Status::kError, fmt::format("{}: results.json's mesh section has no {} of every rank", who, key)};
+    at[key] = std::move(*v);
+  }
+  if (!placed) return {Status::kError, who + ": results.json's mesh section has no coordinates or model shape"};
+  const bool gpipe = s->value("schedule", std::string()) == "gpipe";
+  std::string summary;
+  for (int r = 0; r < m.world(); ++r) {
+    const auto k = static_cast<size_t>(r);
+    const int stage = placed->stages[k];
+    const RankPrediction want = predict(placed->shape, placed->layer_stages, stage, m.pipeline, m.tensor,
+                                        m.micro_batches, at["positions_per_step"][k]);
+    const std::string rank = fmt::format("{}: rank {} (stage {} of {})", who, r, stage, m.pipeline);
+    if (at["parameter_bytes"][k] != double(want.parameter_bytes)) {
+      return {Status::kError,
+              fmt::format("{} holds {:.0f} bytes of parameters, not the {} its stage's slices take: the kit placed "
+                          "them (Note [A rank holds its stage's slices])", rank, at["parameter_bytes"][k],
+                          want.parameter_bytes)};
+    }
+    const int bound = gpipe ? m.micro_batches : std::min(m.pipeline - stage, m.micro_batches);
+    const double stored = at["peak_stored_micro_batches"][k], held = at["peak_held_micro_batches"][k];
+    const std::string schedule = gpipe ? "GPipe stores every one" : "1F1B stores min(stages - stage, m)";
+    if (stored != bound) {
+      return {Status::kWrongNumber,
+              fmt::format("{} stored {:g} micro-batches' activations at once for backward, of {}; {}: {}. The "
+                          "schedule is your tasks/pp's: its warm-up is stages - stage - 1 forwards, then one "
+                          "forward and one backward in turn", rank, stored, m.micro_batches, schedule, bound)};
+    }
+    if (held > bound) {
+      return {Status::kWrongNumber,
+              fmt::format("{} held the activations of {:g} micro-batches at once, stored or in sends not yet waited "
+                          "for; its schedule stores {}. A send keeps its tensor alive until it is waited for: your "
+                          "tasks/pp's protocol must wait for each action's sends once the next action's input has "
+                          "arrived, not at the end of the step", rank, held, bound)};
+    }
+    if (r % m.tensor == 0) {
+      summary += fmt::format("\n  stage {}: parameters {:.3f} MB, boundary activations stored at most {:g} and held "
+                             "{:g} ({:.3f} MB)", stage, 1e-6 * double(want.parameter_bytes), stored, held,
+                             1e-6 * at["peak_activation_bytes"][k]);
+    }
+  }
+  return {Status::kPassed, fmt::format("{}: every rank holds its stage's slices and at most its schedule's "
+                                       "micro-batches ({}):{}", who, gpipe ? "GPipe" : "1F1B", summary)};
 }
 
 }  // namespace mesh_check
@@ -413,8 +619,13 @@ std::vector<CheckSpec> mesh_checks(const std::string& e) {
                         "1e-5 (6 ranks, a middle stage)", 3, [e](Runner& r) { return c::losses(r, e, c::kOdd); }},
       {e, "sends", "each activation, gradient and tied-embedding message went to the same replica and tensor rank "
                    "of the stage it was due at, counted from the kit's log", 3, [e](Runner& r) { return c::sends(r, e); }},
-      {e, "traffic", "each rank's data group carries one all-reduce a step of exactly its gradients' bytes, counted "
-                     "from the kit's log", 2, [e](Runner& r) { return c::traffic(r, e); }},
+      {e, "traffic", "each rank's groups carry what GPT-2's shape predicts a step, counted from the kit's log: the "
+                     "data group one all-reduce of exactly its gradients' bytes, the tensor group tp's all-reduces, "
+                     "the pipeline its boundaries and tied slice, the norm one number per axis at most", 3,
+       [e](Runner& r) { return c::traffic(r, e); }},
+      {e, "memory", "data 1 x pipeline 3 x tensor 2, 4 micro-batches: each rank holds its stage's slices, to the byte, "
+                    "and stores and holds at most its schedule's micro-batches (1F1B: min(stages - stage, m))", 2,
+       [e](Runner& r) { return c::memory(r, e); }},
   };
 }
 

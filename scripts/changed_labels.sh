@@ -50,6 +50,8 @@ while IFS= read -r f; do
     # common/src/P/x.cpp and common/include/dtlab/P/x.h: the part P.
     common/src/*/* | common/include/dtlab/*/*) got=$(cut -d/ -f3 <<<"${f/#common\/include\/dtlab\//common/src/}") ;;
     grader/* | plots/*) got="grader report" ;;
+    # pp's mutants are linked into the mesh's mutants binary too (tests/CMakeLists.txt).
+    tests/mutants/pp_mutants.cpp) got="grader pp mesh" ;;
     tests/mutants/*_mutants.cpp) got="grader $(basename "$f" _mutants.cpp)" ;;
     tests/golden/*) got=model ;;
     tests/data/*) got="data tokenizer" ;;

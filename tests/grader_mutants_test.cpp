@@ -195,7 +195,8 @@ const std::vector<Mutant> kCpMutants = {
 
 // The mesh: a layout whose first axis turns fastest and stages that send to the wrong tensor rank
 // train the same numbers (Note [What the mesh's numbers cannot show]): only the layout probe and
-// the measured sends tell; the rest change the numbers.
+// the measured sends tell; so do an unbucketed average, a norm per gradient and pp's warm-up one
+// forward too long (only the counts and the memory tell); the rest change the numbers.
 const std::vector<Mutant> kMeshMutants = {
     {"mesh", "tensor_axis_slowest", "layout", "wrong number", "The FIRST axis turns fastest here", 120},
     {"mesh", "other_tensor_rank", "sends", "wrong number", "Does stage_neighbours keep this rank's data and tensor", 120},
@@ -204,6 +205,11 @@ const std::vector<Mutant> kMeshMutants = {
     {"mesh", "tied_across_tensor_ranks", "sends", "wrong number", "does tied_embedding_peer keep", 120},
     {"mesh", "replicated_counted_tp_times", "losses", "wrong number", "Step 1 agrees, so an update differs", 120},
     {"mesh", "all_reduce_per_gradient", "traffic", "wrong number", "operations a step on its data group, not 1", 120},
+    // Right in every number: one collective per gradient for the norm (Note [Each group's bytes]).
+    {"mesh", "norm_per_gradient", "traffic", "wrong number", "A collective per gradient gives the same norm", 120},
+    // pp's mistake (tests/mutants/pp_mutants.cpp, linked into mesh-mutants), right in every number:
+    // the mesh runs the student's own schedules, and its memory check sees the micro-batch too many.
+    {"mesh", "warmup_plus_one", "memory", "wrong number", "1F1B stores min(stages - stage, m): 3", 120},
 };
 
 std::string mutants_binary(const std::string& exercise) {
@@ -254,7 +260,7 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
                                          std::pair{std::string("zero"), "gradients-1,losses-1,losses-3,memory,traffic"},
                                          std::pair{std::string("tp"), "gradients-2,losses-2,replicas,traffic"},
                                          std::pair{std::string("cp"), "attention,merge,memory,ring,overlap,balance"},
-                                         std::pair{std::string("mesh"), "layout,gradients,losses,sends,traffic"}}) {
+                                         std::pair{std::string("mesh"), "layout,gradients,losses,sends,traffic,memory"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_PROGRAM("grader"), "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),

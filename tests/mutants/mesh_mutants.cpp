@@ -1,8 +1,11 @@
 // Deliberately broken mesh solutions, one per mistake of the lesson, chosen at run time by
 // DTLAB_MUTANT (unset: correct, solutions/mesh's code). grader_mutants_test grades each and expects
-// the check that should catch it to fail with the right words. Two are right in every number
+// the check that should catch it to fail with the right words. Four are right in every number
 // (Note [What the mesh's numbers cannot show] in grader/checks_mesh.cpp): tensor_axis_slowest,
-// other_tensor_rank and all_reduce_per_gradient. Test code: never part of a student release.
+// other_tensor_rank, all_reduce_per_gradient and norm_per_gradient. The binary links pp's mutants
+// (tests/mutants/pp_mutants.cpp) in place of pp's reference, as the mesh compiles a student's own
+// tasks/pp: pp's mistakes chosen by the same DTLAB_MUTANT reach the mesh's checks too (a warm-up
+// one forward too long: the memory check). Test code: never part of a student release.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -121,6 +124,20 @@ double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, Device
   const bool second_copy_of_tied = mesh.size(kPipeline) > 1 && mesh.coordinate(kPipeline) == mesh.size(kPipeline) - 1;
   // replicated_counted_tp_times: every tensor rank adds its copy of a replicated parameter.
   const bool every_copy = mutant("replicated_counted_tp_times");
+  if (mutant("norm_per_gradient")) {  // each parameter's squares summed over its tensor group, one by one
+    double squares = 0;
+    for (const SliceGradient& g : grads) {
+      const bool counted = g.grad.defined() && (!g.replicated || first_tensor_rank) &&
+                           !(second_copy_of_tied && g.name == "transformer.wte.weight");
+      const double n = counted ? g.grad.norm(2).item<double>() : 0.0;
+      torch::Tensor whole = torch::full({1}, n * n, torch::kFloat64);
+      mesh.group(kTensor).all_reduce(whole, dist::ReduceOp::SUM, "gradient norm " + g.name);
+      squares += whole.item<double>();
+    }
+    torch::Tensor sum = torch::full({1}, squares, torch::kFloat64);
+    mesh.group(kPipeline).all_reduce(sum, dist::ReduceOp::SUM, "gradient norm");
+    return std::sqrt(sum.item<double>());
+  }
   double squares = 0;
   for (const SliceGradient& g : grads) {
     if (!g.grad.defined() || (g.replicated && !first_tensor_rank && !every_copy)) continue;

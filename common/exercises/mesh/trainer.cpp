@@ -169,6 +169,11 @@ class MeshTrainer : public lm::GridTrainer {
     pipeline::StageStep stage_step(place, compute, std::move(parts.inputs), std::move(parts.output_shapes), dtype_);
     pp::run_stage(stage_step, schedules(m).at(static_cast<size_t>(stage_)));
     stage_step.check_complete();
+    // Note [Each group's bytes]: the replica's positions, and the boundary tensors held at once.
+    positions_ += b.input_ids.numel();
+    peak_stored_ = std::max(peak_stored_, stage_step.peak_stored());
+    peak_held_ = std::max(peak_held_, stage_step.peak_held());
+    peak_held_bytes_ = std::max(peak_held_bytes_, stage_step.peak_held_bytes());
 
     if (tied_peer_ >= 0) {
       torch::Tensor& grad = tied().mutable_grad();
@@ -198,7 +203,10 @@ class MeshTrainer : public lm::GridTrainer {
     state.scheduler->step();
     model_->zero_grad(/*set_to_none=*/true);
     const std::vector<dist::CommRecord> tensor_log = mesh_.group(kTensor).log().records();
-    for (size_t i = tensor_records; i < tensor_log.size(); ++i) tensor_bytes_ += tensor_log[i].bytes;
+    for (size_t i = tensor_records; i < tensor_log.size(); ++i) {
+      tensor_bytes_ += tensor_log[i].bytes;
+      (tensor_log[i].op == "all_reduce" ? tensor_all_reduces_ : tensor_other_operations_) += 1;
+    }
 
     // The step's loss on every rank: the last stage's (tensor rank 0's), averaged over the replicas.
     const bool counts = last_ && mesh_.coordinate(kTensor) == 0;
@@ -257,11 +265,31 @@ class MeshTrainer : public lm::GridTrainer {
     }
     const nlohmann::json sent = sends();
     const nlohmann::json host = host_link(sent, data_bytes);
+    // Note [Each group's bytes]: per rank, per step; the boundary tensors' peak over the steps.
+    const double steps = static_cast<double>(std::max<int64_t>(steps_, 1));
+    const std::vector<std::vector<double>> each = every_rank(
+        {static_cast<double>(tensor_all_reduces_) / steps, static_cast<double>(tensor_other_operations_) / steps,
+         static_cast<double>(tensor_bytes_) / steps, static_cast<double>(norm_operations_) / steps,
+         static_cast<double>(norm_bytes_) / steps, static_cast<double>(positions_) / steps,
+         static_cast<double>(peak_stored_), static_cast<double>(peak_held_), static_cast<double>(peak_held_bytes_)});
+    const auto column = [&](size_t k) {
+      std::vector<double> out;
+      for (const std::vector<double>& row : each) out.push_back(row[k]);
+      return out;
+    };
+    const model::Gpt2Config& config = model_->config();
     return {{"data", plan_.data}, {"pipeline", plan_.pipeline}, {"tensor", plan_.tensor},
             {"order", mesh_.shape().describe()}, {"micro_batches", plan_.micro_batches},
             {"schedule", pipeline::schedule_kind_name(plan_.schedule)}, {"layer_stages", plan_.layer_stages},
+            {"n_layer", config.n_layer}, {"n_embd", config.n_embd}, {"vocab_size", config.vocab_size},
+            {"n_positions", config.n_positions}, {"inner_dim", config.inner_dim()},
             {"parameter_bytes", parameter_bytes}, {"coordinates", all_coordinates()}, {"sends", sent},
             {"data_operations_per_step", data_operations}, {"data_bytes_per_step", data_bytes},
+            {"tensor_all_reduces_per_step", column(0)}, {"tensor_other_operations_per_step", column(1)},
+            {"tensor_bytes_per_step", column(2)}, {"norm_operations_per_step", column(3)},
+            {"norm_bytes_per_step", column(4)}, {"positions_per_step", column(5)},
+            {"peak_stored_micro_batches", column(6)}, {"peak_held_micro_batches", column(7)},
+            {"peak_activation_bytes", column(8)},
             {"host_link", host}, {"predicted_bytes_sent_per_step", host.at("predicted_bytes_sent_per_step")}};
   }
 
@@ -288,6 +316,20 @@ class MeshTrainer : public lm::GridTrainer {
                      mesh_.layout().coordinate(r, kTensor)});
     }
     return out;
+  }
+
+  // Every rank's `mine` (the same length on every rank), row r rank r's: a collective.
+  std::vector<std::vector<double>> every_rank(const std::vector<double>& mine) {
+    dist::Group& world = mesh_.world();
+    const auto k = static_cast<int64_t>(mine.size());
+    torch::Tensor all = torch::zeros({world.size(), k}, torch::kFloat64);
+    for (int64_t i = 0; i < k; ++i) all[world.rank()][i] = mine[static_cast<size_t>(i)];
+    world.all_reduce(all, dist::ReduceOp::SUM, "mesh summary");
+    std::vector<std::vector<double>> rows(static_cast<size_t>(world.size()));
+    for (int r = 0; r < world.size(); ++r) {
+      for (int64_t i = 0; i < k; ++i) rows[static_cast<size_t>(r)].push_back(all[r][i].item<double>());
+    }
+    return rows;
   }
 
   // The sends of the whole run, from the kit's log of this rank's operations (Note [The sends
@@ -437,7 +479,19 @@ class MeshTrainer : public lm::GridTrainer {
     torch::NoGradGuard no_grad;
     std::vector<SliceGradient> grads;
     for (const auto& [name, p] : mine_) grads.push_back({name, p.grad(), tp::is_replicated(name)});
+    // Note [Each group's bytes]: what the student's norm sent, on the world and every axis's group.
+    std::vector<std::pair<dist::Group*, size_t>> logs;
+    for (dist::Group* g : {&mesh_.world(), &mesh_.group(kData), &mesh_.group(kPipeline), &mesh_.group(kTensor)}) {
+      logs.emplace_back(g, g->log().records().size());
+    }
     const double norm = whole_model_gradient_norm(grads, mesh_);
+    for (const auto& [g, before] : logs) {
+      const std::vector<dist::CommRecord> records = g->log().records();
+      for (size_t i = before; i < records.size(); ++i) {
+        norm_operations_ += 1;
+        norm_bytes_ += records[i].bytes;
+      }
+    }
     const double coefficient = std::min(1.0, max_norm / (norm + 1e-6));
     for (const auto& [name, p] : mine_) {
       if (p.grad().defined()) p.grad().mul_(coefficient);
@@ -469,6 +523,11 @@ class MeshTrainer : public lm::GridTrainer {
   std::optional<train::RankDumpPlan> dump_;
   int64_t steps_ = 0, data_operations_ = 0, data_bytes_ = 0;  // Note [The data group's traffic]
   int64_t tensor_bytes_ = 0;  // the tensor group's payloads in the steps (Note [The host link's bytes])
+  // Note [Each group's bytes]: the tensor group's operations, the norm's on any group, the
+  // replica's positions, the most micro-batches stored and held, and the most boundary bytes held.
+  int64_t tensor_all_reduces_ = 0, tensor_other_operations_ = 0, norm_operations_ = 0, norm_bytes_ = 0;
+  int64_t positions_ = 0, peak_held_bytes_ = 0;
+  int peak_stored_ = 0, peak_held_ = 0;
 };
 
 }  // namespace

@@ -46,6 +46,14 @@
 // only: one all-reduce of every gradient of the rank's slices (float32: its parameter bytes) is
 // what the average needs; an all-reduce per gradient moves the same bytes in as many operations
 // as the stage has tensors, each paying the link's latency, and trains the same numbers.
+//
+// Note [Each group's bytes]: and what every other group carried, per rank and step, for the
+// grader to hold against what GPT-2's shape predicts (grader/checks_mesh.cpp's traffic): the tensor
+// group's operations by kind and their bytes (tp's operators inside the stage's micro-batches),
+// the operations and bytes the student's whole_model_gradient_norm ran on any of the mesh's groups,
+// the replica's positions (rows x sequence) a step, the most micro-batches the stage stored for
+// backward at once and the most bytes of boundary tensors it held (pipeline/stage_step.h's Note
+// [Held, not only stored]), beside the model's shape and each rank's parameter bytes.
 #pragma once
 
 #include <memory>
