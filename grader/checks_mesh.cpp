@@ -50,15 +50,19 @@ constexpr double kByteSlack = 0.01;
 struct Mesh {
   int data, pipeline, tensor;
   int micro_batches;  // more than the stages where 1F1B's bound must show (the memory check)
+  bool zero1 = false;  // --zero_stage 1: ZeRO-1 over the data group (Note [ZeRO-1 on the mesh])
   int world() const { return data * pipeline * tensor; }
   std::string label() const {
-    return fmt::format("data {} x pipeline {} x tensor {} ({} ranks)", data, pipeline, tensor, world());
+    return fmt::format("data {} x pipeline {} x tensor {} ({} ranks){}", data, pipeline, tensor, world(),
+                       zero1 ? " with ZeRO-1" : "");
   }
 };
 
 constexpr Mesh kEven = {2, 2, 2, 2};
 // 4 micro-batches on 3 stages: 1F1B stores 3, 2 and 1 of them, GPipe (or a warm-up too long) more.
 constexpr Mesh kOdd = {1, 3, 2, 4};
+// The even mesh with the optimiser's state sharded over its data group of 2 by the student's zero.
+constexpr Mesh kZero1 = {2, 2, 2, 2, true};
 
 // The single-process flags of pp's and tp's checks (checks_tp.cpp): the same ids, the same runs.
 std::vector<std::string> reference_flags(int steps) {
@@ -71,9 +75,10 @@ RunRequest mesh_request(const std::string& e, const Mesh& m, int steps) {
   std::vector<std::string> flags = lm_equivalence_flags(steps);
   flags.insert(flags.end(), {"--global_batch_size", std::to_string(kBatch), "--stages", std::to_string(m.pipeline),
                              "--tp", std::to_string(m.tensor), "--micro_batches", std::to_string(m.micro_batches)});
+  if (m.zero1) flags.insert(flags.end(), {"--zero_stage", "1"});
   const std::string purpose = steps == 1 ? "gradients" : "losses";
-  return {fmt::format("{}-{}-d{}p{}t{}", e, purpose, m.data, m.pipeline, m.tensor), e, "mesh-" + purpose, m.world(),
-          flags, steps == 1};
+  return {fmt::format("{}-{}-d{}p{}t{}{}", e, purpose, m.data, m.pipeline, m.tensor, m.zero1 ? "-zero1" : ""), e,
+          "mesh-" + purpose, m.world(), flags, steps == 1};
 }
 
 // The "mesh" section of the 20-step losses run at `m` (the sends and traffic checks read it), and
@@ -270,14 +275,21 @@ Verdict losses(Runner& runner, const std::string& e, const Mesh& m) {
   if (!ref) return failure;
   const Run& run = runner.run(mesh_request(e, m, kLossSteps));
   if (run.failure) return *run.failure;
+  const std::string later =
+      std::string("Step 1 agrees, so an update differs. The clip (max norm 0.5 here) scales every gradient by the "
+                  "whole model's norm: does whole_model_gradient_norm count each parameter once (a replicated one on "
+                  "one tensor rank only, the tied embedding on one end only), sum over the world and divide by the "
+                  "replicas, which all add the same? And is average_over_data over the data group?") +
+      (m.zero1 ? " With ZeRO-1 each rank of a data group holds a different piece of the averaged gradient (your "
+                 "tasks/zero's reduce-scatter), so the world's sum of squares is one replica's already: does "
+                 "whole_model_gradient_norm divide by the data size only when sharded_over_data is false? A ZeRO-1 "
+                 "that fails zero's own checks fails here too."
+               : "");
   return losses_match(run, *ref, kLossSteps, fmt::format("{} at {}", e, m.label()),
                       "Step 1 already differs, before any update: the forward is not one process's. The pp and tp "
                       "parts are yours from those exercises (their checks say where); is the tied embedding's "
                       "gradient summed with the same tensor rank of the other end?",
-                      "Step 1 agrees, so an update differs. The clip (max norm 0.5 here) scales every gradient by "
-                      "the whole model's norm: does whole_model_gradient_norm count each parameter once (a replicated "
-                      "one on one tensor rank only, the tied embedding on one end only), sum over the world and "
-                      "divide by the replicas, which all add the same? And is average_over_data over the data group?");
+                      later);
 }
 
 // ---- the sends ----
@@ -617,6 +629,9 @@ std::vector<CheckSpec> mesh_checks(const std::string& e) {
                     "1e-5 (8 ranks)", 4, [e](Runner& r) { return c::losses(r, e, c::kEven); }},
       {e, "losses-odd", "data 1 x pipeline 3 x tensor 2: 20 per-iteration losses equal single-process training within "
                         "1e-5 (6 ranks, a middle stage)", 3, [e](Runner& r) { return c::losses(r, e, c::kOdd); }},
+      {e, "losses-zero1", "data 2 x pipeline 2 x tensor 2 with --zero_stage 1 (your tasks/zero's ZeRO-1 over each data "
+                          "group): 20 per-iteration losses equal single-process training within 1e-5", 3,
+       [e](Runner& r) { return c::losses(r, e, c::kZero1); }},
       {e, "sends", "each activation, gradient and tied-embedding message went to the same replica and tensor rank "
                    "of the stage it was due at, counted from the kit's log", 3, [e](Runner& r) { return c::sends(r, e); }},
       {e, "traffic", "each rank's groups carry what GPT-2's shape predicts a step, counted from the kit's log: the "

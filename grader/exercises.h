@@ -13,7 +13,7 @@ struct Exercise {
   std::string kind;    // "finetune", "sync", "ddp", "traffic"
   std::string title;
   // The rows whose tasks/ folders this one also compiles (exercises.txt's uses=): the mesh
-  // composes the student's own pp and tp answers.
+  // composes the student's own pp, tp and zero answers.
   std::vector<std::string> uses;
   bool ranks() const { return launch == "ranks"; }
   // Its folders under tasks/: its own, then those it uses.

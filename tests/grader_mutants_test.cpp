@@ -210,6 +210,8 @@ const std::vector<Mutant> kMeshMutants = {
     // pp's mistake (tests/mutants/pp_mutants.cpp, linked into mesh-mutants), right in every number:
     // the mesh runs the student's own schedules, and its memory check sees the micro-batch too many.
     {"mesh", "warmup_plus_one", "memory", "wrong number", "1F1B stores min(stages - stage, m): 3", 120},
+    // ZeRO-1's pieces counted as if every replica held them all: the clip's norm 1/sqrt(2) too small.
+    {"mesh", "pieces_as_copies", "losses-zero1", "wrong number", "With ZeRO-1 each rank of a data group holds", 120},
 };
 
 std::string mutants_binary(const std::string& exercise) {
@@ -260,7 +262,7 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
                                          std::pair{std::string("zero"), "gradients-1,losses-1,losses-3,memory,traffic"},
                                          std::pair{std::string("tp"), "gradients-2,losses-2,replicas,traffic"},
                                          std::pair{std::string("cp"), "attention,merge,memory,ring,overlap,balance"},
-                                         std::pair{std::string("mesh"), "layout,gradients,losses,sends,traffic,memory"}}) {
+                                         std::pair{std::string("mesh"), "layout,gradients,losses,losses-zero1,sends,traffic,memory"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_PROGRAM("grader"), "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),

@@ -345,7 +345,7 @@ TEST(Grader, BuildsAndGradesASubmissionFolder) {
   fs::create_directories(submission / "task1");
   fs::create_directories(submission / "mesh");
   fs::copy_file(fs::path(DTLAB_SOURCE_DIR) / "solutions/task4/traffic.cpp", submission / "task4/traffic.cpp");
-  // The mesh compiles the student's own pp and tp too (exercises.txt's uses=): without them it is
+  // The mesh compiles the student's own pp, tp and zero too (exercises.txt's uses=): without them it is
   // not submitted, and says which folder it lacks.
   fs::copy_file(fs::path(DTLAB_SOURCE_DIR) / "solutions/mesh/layout.cpp", submission / "mesh/layout.cpp");
   std::ofstream(submission / "task1/train.cpp") << "this is not C++\n";

@@ -46,8 +46,8 @@ void average_over_data(const std::vector<torch::Tensor>& grads, DeviceMesh& mesh
   // END TODO
 }
 
-double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, DeviceMesh& mesh) {
-  // BEGIN TODO(mesh): add each gradient's squares once for the whole mesh: a split slice on every tensor rank, a replicated copy on tensor rank 0 only, the last stage's copy of the tied embedding not at all (the first stage counts it); sum over the world; every replica added the same, so divide by the data size.
+double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, DeviceMesh& mesh, bool sharded_over_data) {
+  // BEGIN TODO(mesh): add each gradient's squares once for the whole mesh: a split slice on every tensor rank, a replicated copy on tensor rank 0 only, the last stage's copy of the tied embedding not at all (the first stage counts it); sum over the world; every replica added the same, so divide by the data size, unless sharded_over_data: the replicas' pieces then add up to one replica's slices.
   const bool first_tensor_rank = mesh.coordinate(kTensor) == 0;
   const bool second_copy_of_tied = mesh.size(kPipeline) > 1 && mesh.coordinate(kPipeline) == mesh.size(kPipeline) - 1;
   double squares = 0;
@@ -59,7 +59,7 @@ double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, Device
   }
   torch::Tensor sum = torch::full({1}, squares, torch::kFloat64);
   mesh.world().all_reduce(sum, dist::ReduceOp::SUM, "gradient norm");
-  return std::sqrt(sum.item<double>() / mesh.size(kData));
+  return std::sqrt(sum.item<double>() / (sharded_over_data ? 1 : mesh.size(kData)));
   // END TODO
 }
 

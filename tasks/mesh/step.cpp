@@ -38,9 +38,9 @@ void average_over_data(const std::vector<torch::Tensor>& grads, DeviceMesh& mesh
   throw dtlab::NotImplemented("TODO(mesh): over the data group only (its members hold the same slices): all of them in one collective (dist::all_reduce_tensors, SUM), then each divided by the data size.");
 }
 
-double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, DeviceMesh& mesh) {
-  // TODO(mesh): add each gradient's squares once for the whole mesh: a split slice on every tensor rank, a replicated copy on tensor rank 0 only, the last stage's copy of the tied embedding not at all (the first stage counts it); sum over the world; every replica added the same, so divide by the data size.
-  throw dtlab::NotImplemented("TODO(mesh): add each gradient's squares once for the whole mesh: a split slice on every tensor rank, a replicated copy on tensor rank 0 only, the last stage's copy of the tied embedding not at all (the first stage counts it); sum over the world; every replica added the same, so divide by the data size.");
+double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, DeviceMesh& mesh, bool sharded_over_data) {
+  // TODO(mesh): add each gradient's squares once for the whole mesh: a split slice on every tensor rank, a replicated copy on tensor rank 0 only, the last stage's copy of the tied embedding not at all (the first stage counts it); sum over the world; every replica added the same, so divide by the data size, unless sharded_over_data: the replicas' pieces then add up to one replica's slices.
+  throw dtlab::NotImplemented("TODO(mesh): add each gradient's squares once for the whole mesh: a split slice on every tensor rank, a replicated copy on tensor rank 0 only, the last stage's copy of the tied embedding not at all (the first stage counts it); sum over the world; every replica added the same, so divide by the data size, unless sharded_over_data: the replicas' pieces then add up to one replica's slices.");
 }
 
 }  // namespace dtlab::mesh

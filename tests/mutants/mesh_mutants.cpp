@@ -119,7 +119,7 @@ void average_over_data(const std::vector<torch::Tensor>& grads, DeviceMesh& mesh
   for (const torch::Tensor& g : grads) g.div_(group.size());
 }
 
-double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, DeviceMesh& mesh) {
+double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, DeviceMesh& mesh, bool sharded_over_data) {
   const bool first_tensor_rank = mesh.coordinate(kTensor) == 0;
   const bool second_copy_of_tied = mesh.size(kPipeline) > 1 && mesh.coordinate(kPipeline) == mesh.size(kPipeline) - 1;
   // replicated_counted_tp_times: every tensor rank adds its copy of a replicated parameter.
@@ -136,6 +136,7 @@ double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, Device
     }
     torch::Tensor sum = torch::full({1}, squares, torch::kFloat64);
     mesh.group(kPipeline).all_reduce(sum, dist::ReduceOp::SUM, "gradient norm");
+    if (sharded_over_data) mesh.group(kData).all_reduce(sum, dist::ReduceOp::SUM, "gradient norm");
     return std::sqrt(sum.item<double>());
   }
   double squares = 0;
@@ -147,7 +148,9 @@ double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, Device
   }
   torch::Tensor sum = torch::full({1}, squares, torch::kFloat64);
   mesh.world().all_reduce(sum, dist::ReduceOp::SUM, "gradient norm");
-  return std::sqrt(sum.item<double>() / mesh.size(kData));
+  // pieces_as_copies: ZeRO-1's pieces divided by the data size as if each replica held them all.
+  const bool pieces = sharded_over_data && !mutant("pieces_as_copies");
+  return std::sqrt(sum.item<double>() / (pieces ? 1 : mesh.size(kData)));
 }
 
 }  // namespace dtlab::mesh

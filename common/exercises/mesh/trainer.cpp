@@ -21,8 +21,13 @@
 #include "dtlab/mesh/device_mesh.h"
 #include "dtlab/pipeline/gpt2_layout.h"
 #include "dtlab/pipeline/simulate.h"
+#include "dtlab/shard/flat_parameters.h"
+#include "dtlab/shard/shard_optimizer.h"
+#include "dtlab/shard/shard_step.h"
+#include "dtlab/shard/units.h"
 #include "dtlab/tasks/mesh.h"
 #include "dtlab/tasks/pp.h"
+#include "dtlab/tasks/zero.h"
 #include "dtlab/train/rank_dump.h"
 #include "dtlab/tp/gpt2_tp.h"
 #include "dtlab/tp/save.h"
@@ -123,6 +128,29 @@ class MeshTrainer : public lm::GridTrainer {
       if (!seen.count(tp::hf_name(p.key()))) release_storage(p.value());
     }
     release_model();
+    if (plan_.zero1) shard_over_data();
+  }
+
+  // Note [ZeRO-1 on the mesh]: this rank's slices become views of one flat buffer, cut into the
+  // data group's pieces; the student's Zero1 moves them.
+  void shard_over_data() {
+    dist::Group& data = mesh_.group(kData);
+    shard::ShardUnit unit;
+    unit.name = fmt::format("stage {} tensor rank {}", stage_, mesh_.coordinate(kTensor));
+    unit.flat = std::make_unique<shard::FlatParameters>(mine_, data.size());
+    unit.shard_values = unit.flat->shard(unit.flat->values(), data.rank());
+    unit.shard_gradients = torch::zeros_like(unit.shard_values);
+    units_.push_back(std::move(unit));
+    shard::ShardContext context;
+    context.units = &units_;
+    context.group = &data;
+    context.stage_units = {{0}};
+    zero1_ = zero::make_zero1(context);
+  }
+
+  std::unique_ptr<torch::optim::AdamW> make_optimizer(const train::OptimizerOptions& options) override {
+    if (!zero1_) return nullptr;
+    return shard::make_shard_adamw(units_, mesh_.group(kData).rank(), options);
   }
 
   int replicas() const override { return mesh_.size(kData); }
@@ -189,7 +217,11 @@ class MeshTrainer : public lm::GridTrainer {
       // Note [The data group's traffic]: what the student's average sent, from the group's log.
       torch::NoGradGuard no_grad;
       const size_t before = mesh_.group(kData).log().records().size();
-      average_over_data(grads, mesh_);
+      if (zero1_) {
+        zero1_->after_backward();  // Note [ZeRO-1 on the mesh]: this rank's piece, averaged
+      } else {
+        average_over_data(grads, mesh_);
+      }
       const std::vector<dist::CommRecord> records = mesh_.group(kData).log().records();
       for (size_t i = before; i < records.size(); ++i) {
         data_operations_ += 1;
@@ -201,6 +233,10 @@ class MeshTrainer : public lm::GridTrainer {
     if (state.max_grad_norm > 0) clip(state.max_grad_norm);
     state.optimizer->step();
     state.scheduler->step();
+    if (zero1_) {
+      torch::NoGradGuard no_grad;
+      zero1_->after_update();  // every replica's slices from the pieces
+    }
     model_->zero_grad(/*set_to_none=*/true);
     const std::vector<dist::CommRecord> tensor_log = mesh_.group(kTensor).log().records();
     for (size_t i = tensor_records; i < tensor_log.size(); ++i) {
@@ -281,7 +317,7 @@ class MeshTrainer : public lm::GridTrainer {
     return {{"data", plan_.data}, {"pipeline", plan_.pipeline}, {"tensor", plan_.tensor},
             {"order", mesh_.shape().describe()}, {"micro_batches", plan_.micro_batches},
             {"schedule", pipeline::schedule_kind_name(plan_.schedule)}, {"layer_stages", plan_.layer_stages},
-            {"n_layer", config.n_layer}, {"n_embd", config.n_embd}, {"vocab_size", config.vocab_size},
+            {"zero_stage", zero1_ ? 1 : 0}, {"n_layer", config.n_layer}, {"n_embd", config.n_embd}, {"vocab_size", config.vocab_size},
             {"n_positions", config.n_positions}, {"inner_dim", config.inner_dim()},
             {"parameter_bytes", parameter_bytes}, {"coordinates", all_coordinates()}, {"sends", sent},
             {"data_operations_per_step", data_operations}, {"data_bytes_per_step", data_bytes},
@@ -302,9 +338,13 @@ class MeshTrainer : public lm::GridTrainer {
                             mesh_.layout().coordinate(r, kTensor));
     }
     return fmt::format("  mesh        {}\n  ranks       {}\n  this rank   stage {} of {} (GPT-2 stages {}), tensor rank {} "
-                       "of {}, replica {} of {}",
+                       "of {}, replica {} of {}{}",
                        mesh_.layout().describe(), places, stage_, plan_.pipeline, fmt::join(my_layers_, ", "),
-                       mesh_.coordinate(kTensor), plan_.tensor, mesh_.coordinate(kData), plan_.data);
+                       mesh_.coordinate(kTensor), plan_.tensor, mesh_.coordinate(kData), plan_.data,
+                       plan_.zero1 ? fmt::format("\n  ZeRO-1      AdamW's state on piece {} of {} of this rank's slices "
+                                                 "(your tasks/zero over the data group)",
+                                                 mesh_.coordinate(kData), plan_.data)
+                                   : std::string());
   }
 
  private:
@@ -477,14 +517,16 @@ class MeshTrainer : public lm::GridTrainer {
   // The student's norm of the whole model, then every gradient times min(1, max / (norm + 1e-6)).
   void clip(double max_norm) {
     torch::NoGradGuard no_grad;
-    std::vector<SliceGradient> grads;
-    for (const auto& [name, p] : mine_) grads.push_back({name, p.grad(), tp::is_replicated(name)});
+    std::vector<SliceGradient> grads = zero1_ ? piece_gradients() : std::vector<SliceGradient>{};
+    if (!zero1_) {
+      for (const auto& [name, p] : mine_) grads.push_back({name, p.grad(), tp::is_replicated(name)});
+    }
     // Note [Each group's bytes]: what the student's norm sent, on the world and every axis's group.
     std::vector<std::pair<dist::Group*, size_t>> logs;
     for (dist::Group* g : {&mesh_.world(), &mesh_.group(kData), &mesh_.group(kPipeline), &mesh_.group(kTensor)}) {
       logs.emplace_back(g, g->log().records().size());
     }
-    const double norm = whole_model_gradient_norm(grads, mesh_);
+    const double norm = whole_model_gradient_norm(grads, mesh_, zero1_ != nullptr);
     for (const auto& [g, before] : logs) {
       const std::vector<dist::CommRecord> records = g->log().records();
       for (size_t i = before; i < records.size(); ++i) {
@@ -493,17 +535,41 @@ class MeshTrainer : public lm::GridTrainer {
       }
     }
     const double coefficient = std::min(1.0, max_norm / (norm + 1e-6));
+    if (zero1_) {
+      for (shard::ShardUnit& unit : units_) unit.shard_gradients.mul_(coefficient);
+      return;
+    }
     for (const auto& [name, p] : mine_) {
       if (p.grad().defined()) p.grad().mul_(coefficient);
     }
   }
 
+  // Note [ZeRO-1 on the mesh]: each parameter's part of this rank's piece of the averaged gradient,
+  // under its name (the padding is no parameter's).
+  std::vector<SliceGradient> piece_gradients() const {
+    std::vector<SliceGradient> grads;
+    const int piece = mesh_.coordinate(kData);
+    for (const shard::ShardUnit& unit : units_) {
+      const shard::ShardLayout& layout = unit.flat->layout();
+      for (const shard::SegmentPiece& p : shard::pieces_in(unit.flat->segments(), layout.begin(piece), layout.end(piece))) {
+        if (p.count == 0) continue;
+        grads.push_back({p.segment->name, unit.shard_gradients.narrow(0, p.offset - layout.begin(piece), p.count),
+                         tp::is_replicated(p.segment->name)});
+      }
+    }
+    return grads;
+  }
+
   // param.<name> (and grad.<name>) of this rank's slices, under their Hugging Face names.
-  io::TensorMap tensors(bool gradients) const {
+  io::TensorMap tensors(bool gradients) {
     io::TensorMap out;
     for (const auto& [name, p] : mine_) {
       out["param." + name] = p.detach().to(torch::kCPU).clone();
-      if (gradients && p.grad().defined()) out["grad." + name] = p.grad().to(torch::kCPU).clone();
+      if (gradients && p.grad().defined() && !zero1_) out["grad." + name] = p.grad().to(torch::kCPU).clone();
+    }
+    // ZeRO-1: the averaged gradient is in the data group's pieces; assembled whole (a collective).
+    if (gradients && zero1_) {
+      for (auto& [name, g] : shard::whole_gradients(units_, mesh_.group(kData))) out["grad." + name] = g.to(torch::kCPU);
     }
     return out;
   }
@@ -528,6 +594,9 @@ class MeshTrainer : public lm::GridTrainer {
   int64_t tensor_all_reduces_ = 0, tensor_other_operations_ = 0, norm_operations_ = 0, norm_bytes_ = 0;
   int64_t positions_ = 0, peak_held_bytes_ = 0;
   int peak_stored_ = 0, peak_held_ = 0;
+  // Note [ZeRO-1 on the mesh]: the one unit of this rank's slices and the student's strategy.
+  std::vector<shard::ShardUnit> units_;
+  std::unique_ptr<shard::ShardStrategy> zero1_;
 };
 
 }  // namespace
@@ -550,6 +619,7 @@ std::unique_ptr<lm::GridTrainer> make_mesh_grid_trainer(model::Gpt2LMHeadModel w
   plan.micro_batches = o.micro_batches;
   plan.schedule = pipeline::parse_schedule_kind(o.schedule);
   plan.layer_stages = pipeline::gpt2_layer_devices(whole, o.stages, o.balance);
+  plan.zero1 = o.zero_stage == 1;
   return make_mesh_trainer(std::move(plan), std::move(whole), world);
 }
 

@@ -179,6 +179,12 @@ void add_mesh_flags(CLI::App& app, LmOptions& o) {
                  "The mesh's axes slowest first, comma-separated (data, pipeline, tensor); consecutive ranks share "
                  "a host, so the last axis's groups stay inside one (Megatron's order puts tensor last)")
       ->capture_default_str();
+  o.zero_stage = 0;  // the zero exercise's default is 1; the mesh averages whole gradients unless asked
+  app.add_option("--zero_stage", o.zero_stage,
+                 "1: ZeRO-1 over the data group (your tasks/zero's reduce-scatter and all-gather, AdamW's state "
+                 "on 1/data of each rank's slices); 0: every replica averages and updates its whole slices")
+      ->check(CLI::IsMember({0, 1}))
+      ->capture_default_str();
   app.add_option("--mesh_sizes", o.mesh_sizes,
                  "Grading aid for --probe layout: the sizes of the mesh the layout is asked about, slowest first "
                  "(e.g. 3,2,4)")

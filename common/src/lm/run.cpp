@@ -415,6 +415,12 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   if (o.profile) plan.profile_dir = o.output_dir;
   if (split) state.module = split->module();  // the optimiser steps this rank's parts
   add_optimizer(state, o, plan.total_steps);
+  if (split) {
+    if (auto sharded_optimizer = split->make_optimizer({o.learning_rate, o.weight_decay})) {
+      state.optimizer = std::move(sharded_optimizer);  // the mesh's ZeRO-1: this rank's piece
+      state.scheduler = std::make_unique<train::LinearWarmupSchedule>(*state.optimizer, o.warmup_steps, plan.total_steps);
+    }
+  }
   // Sharded (zero): the units, AdamW on this rank's pieces, the student's strategy (shard/sharded_trainer.h).
   std::unique_ptr<shard::ShardedTrainer> sharded;
   if (ex.sharded) {

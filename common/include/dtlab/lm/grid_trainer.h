@@ -15,6 +15,7 @@
 
 #include "dtlab/dist/group.h"
 #include "dtlab/model/gpt2.h"
+#include "dtlab/train/optimizer.h"
 #include "dtlab/train/rank_dump.h"
 #include "dtlab/train/step.h"
 
@@ -32,6 +33,11 @@ class GridTrainer {
   virtual int ranks_per_replica() const = 0;
   // This rank's parameters, which the optimiser steps (TrainState::module).
   virtual std::shared_ptr<torch::nn::Module> module() = 0;
+  // The optimiser where the trainer shards it (the mesh's ZeRO-1: AdamW on this rank's piece of its
+  // parameters); nullptr: run_lm's AdamW over module().
+  virtual std::unique_ptr<torch::optim::AdamW> make_optimizer(const train::OptimizerOptions& options) {
+    return nullptr;
+  }
   virtual train::StepResult step(train::TrainState& state, const train::StepInput& input) = 0;
   // The grader's dumps (train/rank_dump.h) at plan.step: this rank's parameters before it, and its
   // gradients once final, before clipping.

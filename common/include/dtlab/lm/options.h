@@ -99,6 +99,7 @@ void add_stage_rank_flags(CLI::App& app, LmOptions& options);
 void add_context_parallel_flags(CLI::App& app, LmOptions& options);
 
 // The mesh exercise's flags: --stages, --tp, --micro_batches, --balance, --schedule, --mesh_order,
+// --zero_stage (0 or 1; 0 unless given),
 // and the grading aid's --mesh_sizes.
 void add_mesh_flags(CLI::App& app, LmOptions& options);
 

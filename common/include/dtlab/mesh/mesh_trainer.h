@@ -19,6 +19,15 @@
 //   the clip by the whole model's norm (the student's whole_model_gradient_norm), AdamW on this
 //     rank's slices of its stage.
 //
+// Note [ZeRO-1 on the mesh]: with --zero_stage 1 the data group shards what AdamW keeps, as ZeRO-1
+// does for plain data parallelism, with the student's own zero (tasks/zero): this rank's slices
+// laid end to end in one flat buffer cut into data-size pieces (shard/flat_parameters.h), the
+// student's Zero1 strategy reduce-scattering the gradients over mesh.group(kData) into this rank's
+// piece, AdamW (the kit's, shard/shard_optimizer.h) on that piece only, and the strategy's
+// all-gather giving every replica the new slices. The clip reads the pieces: the student's
+// whole_model_gradient_norm is told that the data group's ranks hold different pieces, not copies.
+// The same numbers as the plain average (the grader's losses-zero1 check), AdamW's state 1/data.
+//
 // The student's layout is checked before any group is made, on every rank alike: coordinates_of
 // must place every rank once (mesh::MeshLayout's check), and group_of must give, for every rank and
 // axis, the ranks that share the other coordinates. Their ORDER is the student's: a layout that puts
@@ -76,6 +85,8 @@ struct MeshPlan {
   // The stage of each of GPT-2's n_layer + 2 stages of Note [Stages] (pipeline/gpt2_layout.h's
   // gpt2_layer_devices); empty: as even as the layers' sizes allow.
   std::vector<int> layer_stages;
+  // Note [ZeRO-1 on the mesh]: shard AdamW's state over the data group with the student's zero.
+  bool zero1 = false;
 };
 
 // Every rank of `world`, at the same point, from the whole model (every rank's the same: rank

@@ -2,10 +2,11 @@
 // as Megatron-LM, picotron and torchtitan train theirs: each rank holds one pipeline stage's
 // layers, each layer split over its tensor group, and reads its data replica's rows. The pieces
 // are the ones you wrote: pp's schedules and protocol carry the stages' boundaries, tp's
-// operators split every block, and what is new is where each piece's messages go. The contract
+// operators split every block, zero's ZeRO-1 shards the optimiser over the data group when asked,
+// and what is new is where each piece's messages go. The contract
 // between the kit and the student: tasks/mesh/ implements what this header declares,
 // solutions/mesh/ is the reference; handouts/mesh.md explains each TODO. The mesh also compiles
-// the student's own tasks/pp/ and tasks/tp/ (exercises.txt's uses=pp,tp).
+// the student's own tasks/pp/, tasks/tp/ and tasks/zero/ (exercises.txt's uses=pp,tp,zero).
 //
 // The kit (mesh/mesh_trainer.h) runs, on every rank, every step:
 //
@@ -15,7 +16,9 @@
 //     previous/next                                                                   // pp's, tp's
 //   the tied embedding's gradient summed with tied_embedding_peer(mesh)'s           // yours
 //   average_over_data(gradients, mesh)                                               // yours
-//   clip by whole_model_gradient_norm(gradients, mesh), AdamW                        // yours, the kit's
+//     or, with --zero_stage 1, zero's ZeRO-1 over mesh.group(kData): reduce-scatter, AdamW on this
+//     rank's piece, all-gather                                                       // zero's
+//   clip by whole_model_gradient_norm(gradients, mesh, sharded), AdamW               // yours, the kit's
 //
 // Axes are listed slowest first (Note [The mesh's order] in mesh/layout.h): Megatron's order is
 // pipeline, data, tensor, so that a tensor group's ranks are neighbours and share a host.
@@ -79,7 +82,10 @@ struct SliceGradient {
 
 // Yours. The norm of the whole model's gradient, as one process holding the whole model would
 // compute it: every parameter counted once, whatever the ranks that hold slices or copies of it.
-// The same value on every rank of the mesh.
-double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, DeviceMesh& mesh);
+// The same value on every rank of the mesh. sharded_over_data: ZeRO-1 (--zero_stage 1), each of
+// grads is this rank's piece of its slice's gradient (zero's reduce-scatter over the data group),
+// the data group's ranks holding different pieces of it; otherwise each replica holds the same
+// whole slices.
+double whole_model_gradient_norm(const std::vector<SliceGradient>& grads, DeviceMesh& mesh, bool sharded_over_data);
 
 }  // namespace dtlab::mesh
