@@ -150,7 +150,9 @@ class MeshTrainer : public lm::GridTrainer {
 
   std::unique_ptr<torch::optim::AdamW> make_optimizer(const train::OptimizerOptions& options) override {
     if (!zero1_) return nullptr;
-    return shard::make_shard_adamw(units_, mesh_.group(kData).rank(), options);
+    std::unique_ptr<torch::optim::AdamW> adamw = shard::make_shard_adamw(units_, mesh_.group(kData).rank(), options);
+    optimizer_ = adamw.get();  // run_lm's TrainState owns it for the whole run, summary() included
+    return adamw;
   }
 
   int replicas() const override { return mesh_.size(kData); }
@@ -314,10 +316,18 @@ class MeshTrainer : public lm::GridTrainer {
       return out;
     };
     const model::Gpt2Config& config = model_->config();
+    // Note [ZeRO-1 on the mesh]: AdamW's state on each rank, measured (its two moments of the piece).
+    std::vector<double> optimizer_bytes;
+    if (zero1_) {
+      for (const std::vector<double>& row : every_rank({static_cast<double>(shard::optimizer_state_bytes(*optimizer_))})) {
+        optimizer_bytes.push_back(row[0]);
+      }
+    }
     return {{"data", plan_.data}, {"pipeline", plan_.pipeline}, {"tensor", plan_.tensor},
             {"order", mesh_.shape().describe()}, {"micro_batches", plan_.micro_batches},
             {"schedule", pipeline::schedule_kind_name(plan_.schedule)}, {"layer_stages", plan_.layer_stages},
-            {"zero_stage", zero1_ ? 1 : 0}, {"n_layer", config.n_layer}, {"n_embd", config.n_embd}, {"vocab_size", config.vocab_size},
+            {"zero_stage", zero1_ ? 1 : 0}, {"zero1_optimizer_state_bytes", optimizer_bytes},
+            {"n_layer", config.n_layer}, {"n_embd", config.n_embd}, {"vocab_size", config.vocab_size},
             {"n_positions", config.n_positions}, {"inner_dim", config.inner_dim()},
             {"parameter_bytes", parameter_bytes}, {"coordinates", all_coordinates()}, {"sends", sent},
             {"data_operations_per_step", data_operations}, {"data_bytes_per_step", data_bytes},
@@ -597,6 +607,7 @@ class MeshTrainer : public lm::GridTrainer {
   // Note [ZeRO-1 on the mesh]: the one unit of this rank's slices and the student's strategy.
   std::vector<shard::ShardUnit> units_;
   std::unique_ptr<shard::ShardStrategy> zero1_;
+  const torch::optim::AdamW* optimizer_ = nullptr;  // ZeRO-1's, owned by run_lm's TrainState
 };
 
 }  // namespace
