@@ -254,20 +254,22 @@ $(CP_TASKS) $(call solutions_of,$(CP_TASKS)): fixtures
 
 # The device mesh (mesh): the GPT-2 of dp on MESH_DATA x MESH_STAGES x MESH_TP ranks (2 x 2 x 2),
 # MESH_STEPS steps of a global batch of MESH_BATCH pairs, the axes in MESH_ORDER (slowest first,
-# Megatron's). The run prints every rank's place at start; results.json's "mesh" holds every rank's
-# coordinates, parameter bytes and the sends each rank made to each other.
+# Megatron's); MESH_ZERO=1 shards AdamW's state over each data group with your tasks/zero's ZeRO-1.
+# The run prints every rank's place at start; results.json's "mesh" holds every rank's coordinates,
+# parameter bytes, each group's bytes a step and the sends each rank made to each other.
 MESH_DATA   ?= 2
 MESH_STAGES ?= 2
 MESH_TP     ?= 2
 MESH_STEPS  ?= 20
 MESH_BATCH  ?= 16
 MESH_ORDER  ?= pipeline,data,tensor
+MESH_ZERO   ?= 0
 MESH_WORLD = $(shell echo $$(( $(MESH_DATA) * $(MESH_STAGES) * $(MESH_TP) )))
 $(MESH_TASKS) $(call solutions_of,$(MESH_TASKS)): fixtures
 	scripts/run_local_ranks.sh $(MESH_WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
 	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
 	  --global_batch_size $(MESH_BATCH) --learning_rate $(GPT2_LR) --max_steps $(MESH_STEPS) --no_eval --seed $(SEED) \
-	  --stages $(MESH_STAGES) --tp $(MESH_TP) --micro_batches 2 --mesh_order $(MESH_ORDER) --output_dir $(OUT)/$@ \
+	  --stages $(MESH_STAGES) --tp $(MESH_TP) --micro_batches 2 --mesh_order $(MESH_ORDER) --zero_stage $(MESH_ZERO) --output_dir $(OUT)/$@ \
 	  --overwrite_output_dir --no_save --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(MESH_WORLD) \
 	  --local_rank {rank} $(ARGS)
 
