@@ -1,9 +1,10 @@
 // The checks of the mesh exercise: the layout asked as a function about meshes too large to run
 // here; step 1's gradient of every rank's slices and 20 losses at data 2 x pipeline 2 x tensor 2
-// (8 ranks) and 20 losses at data 1 x pipeline 3 x tensor 2 (6 ranks, a middle stage with no tied
-// copy) against the kit's single-process run; each send's peer, measured from the kit's log
-// (Note [The sends measured] in mesh/mesh_trainer.h); and the data group's operations and bytes
-// (Note [The data group's traffic]).
+// (8 ranks), 20 losses at data 1 x pipeline 3 x tensor 2 (6 ranks, a middle stage with no tied
+// copy) and 20 with ZeRO-1 at 2 x 2 x 2 (Note [ZeRO-1 on the mesh]) against the kit's
+// single-process run; each send's peer, measured from the kit's log (Note [The sends measured] in
+// mesh/mesh_trainer.h); every group's operations and bytes a step, and each rank's parameters and
+// stored boundary activations, against what GPT-2's shape predicts (Note [Each group's bytes]).
 //
 // Note [What the mesh's numbers cannot show]: every tensor rank of a stage holds the whole
 // boundary activation, so a stage that sends to the wrong tensor rank of the next (tensor rank 0
@@ -74,7 +75,8 @@ std::vector<std::string> reference_flags(int steps) {
 RunRequest mesh_request(const std::string& e, const Mesh& m, int steps) {
   std::vector<std::string> flags = lm_equivalence_flags(steps);
   flags.insert(flags.end(), {"--global_batch_size", std::to_string(kBatch), "--stages", std::to_string(m.pipeline),
-                             "--tp", std::to_string(m.tensor), "--micro_batches", std::to_string(m.micro_batches)});
+                             "--tp", std::to_string(m.tensor), "--micro_batches", std::to_string(m.micro_batches),
+                             "--schedule", "1f1b"});
   if (m.zero1) flags.insert(flags.end(), {"--zero_stage", "1"});
   const std::string purpose = steps == 1 ? "gradients" : "losses";
   return {fmt::format("{}-{}-d{}p{}t{}{}", e, purpose, m.data, m.pipeline, m.tensor, m.zero1 ? "-zero1" : ""), e,
@@ -292,7 +294,27 @@ Verdict losses(Runner& runner, const std::string& e, const Mesh& m) {
                       later);
 }
 
-std::optional<std::vector<double>> per_rank(const nlohmann::json& s, const std::string& key, int world);  // below
+// Every rank's entry of a per-rank array of the mesh section, or nullopt when it has none.
+std::optional<std::vector<double>> per_rank(const nlohmann::json& s, const std::string& key, int world) {
+  if (!s.contains(key) || !s[key].is_array() || static_cast<int>(s[key].size()) != world) return std::nullopt;
+  std::vector<double> out;
+  for (const auto& v : s[key]) {
+    if (!v.is_number()) return std::nullopt;
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// The per-rank arrays `keys` of the mesh section into `at`; the verdict naming the first missing.
+std::optional<Verdict> per_rank_all(const nlohmann::json& s, std::initializer_list<const char*> keys, int world,
+                                    const std::string& who, std::map<std::string, std::vector<double>>* at) {
+  for (const char* key : keys) {
+    std::optional<std::vector<double>> v = per_rank(s, key, world);
+    if (!v) return Verdict{Status::kError, fmt::format("{}: results.json's mesh section has no {} of every rank", who, key)};
+    (*at)[key] = std::move(*v);
+  }
+  return std::nullopt;
+}
 
 // ZeRO-1's losses, and what it is for, told: AdamW's state on each rank (the kit's optimiser of the
 // rank's piece, measured) against the two float32 moments of the whole slices a replica without
@@ -309,8 +331,15 @@ Verdict losses_zero1(Runner& runner, const std::string& e) {
     return {Status::kError, fmt::format("{} at {}: results.json's mesh section has no AdamW state of every rank", e,
                                         kZero1.label())};
   }
-  v.message += fmt::format("; AdamW's state on rank 0 {:.3f} MB, where the whole slices' two moments take {:.3f} MB",
-                           1e-6 * state->front(), 1e-6 * 2 * held->front());
+  // What the process held beside it (Note [Memory a rank holds]): rank 0's resident peak in the steps.
+  const nlohmann::json& rss = run.results.value("memory", nlohmann::json::object()).value("steps_peak_rss_bytes",
+                                                                                          nlohmann::json::array());
+  v.message += fmt::format("; AdamW's state on rank 0 {:.3f} MB, where the whole slices' two moments take {:.3f} MB{}",
+                           1e-6 * state->front(), 1e-6 * 2 * held->front(),
+                           !rss.empty() && rss[0].is_number()
+                               ? fmt::format(" (rank 0's resident peak in the steps {:.1f} MiB)",
+                                             rss[0].get<double>() / (1 << 20))
+                               : std::string());
   return v;
 }
 
@@ -449,17 +478,6 @@ RankPrediction predict(const Shape& g, const std::vector<int>& layer_stages, int
   return p;
 }
 
-// Every rank's entry of a per-rank array of the mesh section, or nullopt when it has none.
-std::optional<std::vector<double>> per_rank(const nlohmann::json& s, const std::string& key, int world) {
-  if (!s.contains(key) || !s[key].is_array() || static_cast<int>(s[key].size()) != world) return std::nullopt;
-  std::vector<double> out;
-  for (const auto& v : s[key]) {
-    if (!v.is_number()) return std::nullopt;
-    out.push_back(v.get<double>());
-  }
-  return out;
-}
-
 // The model's shape, the layers' stages and every rank's stage, from a run's mesh section.
 struct Placed {
   Shape shape;
@@ -497,11 +515,12 @@ Verdict traffic(Runner& runner, const std::string& e) {
   const nlohmann::json* s = losses_section(runner, e, m, &who, &failure);
   if (!s) return failure;
   std::map<std::string, std::vector<double>> at;
-  for (const char* key : {"data_operations_per_step", "data_bytes_per_step", "tensor_all_reduces_per_step", "tensor_other_operations_per_step", "tensor_bytes_per_step",
-                          "norm_operations_per_step", "norm_bytes_per_step", "positions_per_step"}) {
-    std::optional<std::vector<double>> v = per_rank(*s, key, m.world());
-    if (!v) return {Status::kError, fmt::format("{}: results.json's mesh section has no {} of every rank", who, key)};
-    at[key] = std::move(*v);
+  if (std::optional<Verdict> missing =
+          per_rank_all(*s, {"data_operations_per_step", "data_bytes_per_step", "tensor_all_reduces_per_step",
+                            "tensor_other_operations_per_step", "tensor_bytes_per_step", "norm_operations_per_step",
+                            "norm_bytes_per_step", "positions_per_step"},
+                       m.world(), who, &at)) {
+    return *missing;
   }
   const nlohmann::json& sends = s->value("sends", nlohmann::json::object());
   const std::optional<Placed> placed = placed_of(*s, m);
@@ -580,7 +599,7 @@ Verdict traffic(Runner& runner, const std::string& e) {
 // Each rank's memory at data 1 x pipeline 3 x tensor 2, 4 micro-batches: its parameters (float32)
 // are its stage's slices, to the byte (Note [Each group's bytes]; the kit places them, Note [A rank
 // holds its stage's slices]), and the boundary activations it stored for backward at once are
-// 1F1B's min(stages - stage, m), GPipe's m, never more held (Note [Held, not only stored] in
+// 1F1B's min(stages - stage, m) (every run here is 1F1B's), never more held (Note [Held, not only stored] in
 // pipeline/stage_step.h). The student's own pp schedules and protocol decide the second: a warm-up
 // one forward too long trains the same numbers and stores a micro-batch more on every stage.
 Verdict memory(Runner& runner, const std::string& e) {
@@ -589,16 +608,17 @@ Verdict memory(Runner& runner, const std::string& e) {
   std::string who;
   const nlohmann::json* s = losses_section(runner, e, m, &who, &failure);
   if (!s) return failure;
+  const nlohmann::json run_memory =
+      runner.run(mesh_request(e, m, kLossSteps)).results.value("memory", nlohmann::json::object());
   const std::optional<Placed> placed = placed_of(*s, m);
   std::map<std::string, std::vector<double>> at;
-  for (const char* key : {"parameter_bytes", "positions_per_step", "peak_stored_micro_batches",
-                          "peak_held_micro_batches", "peak_activation_bytes"}) {
-    std::optional<std::vector<double>> v = per_rank(*s, key, m.world());
-    if (!v) return {Status::kError, fmt::format("{}: results.json's mesh section has no {} of every rank", who, key)};
-    at[key] = std::move(*v);
+  if (std::optional<Verdict> missing =
+          per_rank_all(*s, {"parameter_bytes", "positions_per_step", "peak_stored_micro_batches",
+                            "peak_held_micro_batches", "peak_activation_bytes"},
+                       m.world(), who, &at)) {
+    return *missing;
   }
   if (!placed) return {Status::kError, who + ": results.json's mesh section has no coordinates or model shape"};
-  const bool gpipe = s->value("schedule", std::string()) == "gpipe";
   std::string summary;
   for (int r = 0; r < m.world(); ++r) {
     const auto k = static_cast<size_t>(r);
@@ -612,14 +632,15 @@ Verdict memory(Runner& runner, const std::string& e) {
                           "them (Note [A rank holds its stage's slices])", rank, at["parameter_bytes"][k],
                           want.parameter_bytes)};
     }
-    const int bound = gpipe ? m.micro_batches : std::min(m.pipeline - stage, m.micro_batches);
+    // mesh_request asks for 1F1B.
+    const int bound = std::min(m.pipeline - stage, m.micro_batches);
     const double stored = at["peak_stored_micro_batches"][k], held = at["peak_held_micro_batches"][k];
-    const std::string schedule = gpipe ? "GPipe stores every one" : "1F1B stores min(stages - stage, m)";
     if (stored != bound) {
       return {Status::kWrongNumber,
-              fmt::format("{} stored {:g} micro-batches' activations at once for backward, of {}; {}: {}. The "
-                          "schedule is your tasks/pp's: its warm-up is stages - stage - 1 forwards, then one "
-                          "forward and one backward in turn", rank, stored, m.micro_batches, schedule, bound)};
+              fmt::format("{} stored {:g} micro-batches' activations at once for backward, of {}; 1F1B stores "
+                          "min(stages - stage, m): {}. The schedule is your tasks/pp's: its warm-up is stages - "
+                          "stage - 1 forwards, then one forward and one backward in turn",
+                          rank, stored, m.micro_batches, bound)};
     }
     if (held > bound) {
       return {Status::kWrongNumber,
@@ -629,13 +650,19 @@ Verdict memory(Runner& runner, const std::string& e) {
                           "arrived, not at the end of the step", rank, held, bound)};
     }
     if (r % m.tensor == 0) {
+      // Beside the tensors, what the process held (Note [Memory a rank holds]): its resident peak.
+      const nlohmann::json& rss = run_memory.value("steps_peak_rss_bytes", nlohmann::json::array());
       summary += fmt::format("\n  stage {}: parameters {:.3f} MB, boundary activations stored at most {:g} and held "
-                             "{:g} ({:.3f} MB)", stage, 1e-6 * double(want.parameter_bytes), stored, held,
-                             1e-6 * at["peak_activation_bytes"][k]);
+                             "{:g} ({:.3f} MB){}", stage, 1e-6 * double(want.parameter_bytes), stored, held,
+                             1e-6 * at["peak_activation_bytes"][k],
+                             k < rss.size() && rss[k].is_number()
+                                 ? fmt::format("; the rank's resident peak in the steps {:.1f} MiB",
+                                               rss[k].get<double>() / (1 << 20))
+                                 : std::string());
     }
   }
   return {Status::kPassed, fmt::format("{}: every rank holds its stage's slices and at most its schedule's "
-                                       "micro-batches ({}):{}", who, gpipe ? "GPipe" : "1F1B", summary)};
+                                       "micro-batches (1F1B):{}", who, summary)};
 }
 
 }  // namespace mesh_check

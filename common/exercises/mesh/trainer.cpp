@@ -281,61 +281,43 @@ class MeshTrainer : public lm::GridTrainer {
   }
 
   nlohmann::json summary() override {
-    dist::Group& world = mesh_.world();
     int64_t bytes = 0;
     for (const auto& [name, p] : mine_) bytes += bytes_of(p);
-    torch::Tensor rows = torch::zeros({world.size()}, torch::kFloat64);
-    rows[world.rank()] = static_cast<double>(bytes);
-    world.all_reduce(rows, dist::ReduceOp::SUM, "mesh summary");
-    std::vector<int64_t> parameter_bytes;
-    for (int r = 0; r < world.size(); ++r) parameter_bytes.push_back(static_cast<int64_t>(rows[r].item<double>()));
-    // Note [The data group's traffic]: each rank's operations and bytes on its data group per step.
-    torch::Tensor traffic = torch::zeros({2, world.size()}, torch::kFloat64);
-    if (steps_ > 0) {
-      traffic[0][world.rank()] = static_cast<double>(data_operations_) / static_cast<double>(steps_);
-      traffic[1][world.rank()] = static_cast<double>(data_bytes_) / static_cast<double>(steps_);
-    }
-    world.all_reduce(traffic, dist::ReduceOp::SUM, "mesh summary");
-    std::vector<double> data_operations, data_bytes;
-    for (int r = 0; r < world.size(); ++r) {
-      data_operations.push_back(traffic[0][r].item<double>());
-      data_bytes.push_back(traffic[1][r].item<double>());
-    }
-    const nlohmann::json sent = sends();
-    const nlohmann::json host = host_link(sent, data_bytes);
-    // Note [Each group's bytes]: per rank, per step; the boundary tensors' peak over the steps.
+    // Per rank, per step (Note [The data group's traffic], Note [Each group's bytes]); the boundary
+    // tensors' peaks over the steps; ZeRO-1's AdamW state, measured (Note [ZeRO-1 on the mesh]).
     const double steps = static_cast<double>(std::max<int64_t>(steps_, 1));
     const std::vector<std::vector<double>> each = every_rank(
-        {static_cast<double>(tensor_all_reduces_) / steps, static_cast<double>(tensor_other_operations_) / steps,
-         static_cast<double>(tensor_bytes_) / steps, static_cast<double>(norm_operations_) / steps,
-         static_cast<double>(norm_bytes_) / steps, static_cast<double>(positions_) / steps,
-         static_cast<double>(peak_stored_), static_cast<double>(peak_held_), static_cast<double>(peak_held_bytes_)});
+        {static_cast<double>(bytes), static_cast<double>(data_operations_) / steps,
+         static_cast<double>(data_bytes_) / steps, static_cast<double>(tensor_all_reduces_) / steps,
+         static_cast<double>(tensor_other_operations_) / steps, static_cast<double>(tensor_bytes_) / steps,
+         static_cast<double>(norm_operations_) / steps, static_cast<double>(norm_bytes_) / steps,
+         static_cast<double>(positions_) / steps, static_cast<double>(peak_stored_), static_cast<double>(peak_held_),
+         static_cast<double>(peak_held_bytes_),
+         zero1_ ? static_cast<double>(shard::optimizer_state_bytes(*optimizer_)) : 0.0});
     const auto column = [&](size_t k) {
       std::vector<double> out;
       for (const std::vector<double>& row : each) out.push_back(row[k]);
       return out;
     };
+    std::vector<int64_t> parameter_bytes;
+    for (const double b : column(0)) parameter_bytes.push_back(static_cast<int64_t>(b));
+    const nlohmann::json sent = sends();
+    const nlohmann::json host = host_link(sent, column(2), column(5));
     const model::Gpt2Config& config = model_->config();
-    // Note [ZeRO-1 on the mesh]: AdamW's state on each rank, measured (its two moments of the piece).
-    std::vector<double> optimizer_bytes;
-    if (zero1_) {
-      for (const std::vector<double>& row : every_rank({static_cast<double>(shard::optimizer_state_bytes(*optimizer_))})) {
-        optimizer_bytes.push_back(row[0]);
-      }
-    }
     return {{"data", plan_.data}, {"pipeline", plan_.pipeline}, {"tensor", plan_.tensor},
             {"order", mesh_.shape().describe()}, {"micro_batches", plan_.micro_batches},
             {"schedule", pipeline::schedule_kind_name(plan_.schedule)}, {"layer_stages", plan_.layer_stages},
-            {"zero_stage", zero1_ ? 1 : 0}, {"zero1_optimizer_state_bytes", optimizer_bytes},
+            {"zero_stage", zero1_ ? 1 : 0},
+            {"zero1_optimizer_state_bytes", zero1_ ? column(12) : std::vector<double>{}},
             {"n_layer", config.n_layer}, {"n_embd", config.n_embd}, {"vocab_size", config.vocab_size},
             {"n_positions", config.n_positions}, {"inner_dim", config.inner_dim()},
             {"parameter_bytes", parameter_bytes}, {"coordinates", all_coordinates()}, {"sends", sent},
-            {"data_operations_per_step", data_operations}, {"data_bytes_per_step", data_bytes},
-            {"tensor_all_reduces_per_step", column(0)}, {"tensor_other_operations_per_step", column(1)},
-            {"tensor_bytes_per_step", column(2)}, {"norm_operations_per_step", column(3)},
-            {"norm_bytes_per_step", column(4)}, {"positions_per_step", column(5)},
-            {"peak_stored_micro_batches", column(6)}, {"peak_held_micro_batches", column(7)},
-            {"peak_activation_bytes", column(8)},
+            {"data_operations_per_step", column(1)}, {"data_bytes_per_step", column(2)},
+            {"tensor_all_reduces_per_step", column(3)}, {"tensor_other_operations_per_step", column(4)},
+            {"tensor_bytes_per_step", column(5)}, {"norm_operations_per_step", column(6)},
+            {"norm_bytes_per_step", column(7)}, {"positions_per_step", column(8)},
+            {"peak_stored_micro_batches", column(9)}, {"peak_held_micro_batches", column(10)},
+            {"peak_activation_bytes", column(11)},
             {"host_link", host}, {"predicted_bytes_sent_per_step", host.at("predicted_bytes_sent_per_step")}};
   }
 
@@ -430,14 +412,12 @@ class MeshTrainer : public lm::GridTrainer {
   // and tensor group a ring all-reduce (Gloo's: each member sends 2(n-1)/n of the payload to the
   // next member, in the order of the axis's coordinate) whose hop from a rank of this host leaves
   // it. Hosts are blocks of consecutive ranks, as launchers place them (local_world_size ranks
-  // each; on one machine over loopback, every rank on one host and nothing predicted). A
-  // collective: every rank gives its tensor group's payload.
-  nlohmann::json host_link(const nlohmann::json& sent, const std::vector<double>& data_bytes) {
+  // each; on one machine over loopback, every rank on one host and nothing predicted), from every
+  // rank's data and tensor payloads a step (summary() gathers them).
+  nlohmann::json host_link(const nlohmann::json& sent, const std::vector<double>& data_bytes,
+                           const std::vector<double>& tensor_bytes) {
     dist::Group& world = mesh_.world();
     const int n = world.size(), per_host = std::max(1, world.local_world_size());
-    torch::Tensor tensor = torch::zeros({n}, torch::kFloat64);
-    tensor[world.rank()] = static_cast<double>(tensor_bytes_) / static_cast<double>(std::max<int64_t>(steps_, 1));
-    world.all_reduce(tensor, dist::ReduceOp::SUM, "mesh summary");
     const auto host_of = [&](int r) { return r / per_host; };
     double sends = 0, data_ring = 0, tensor_ring = 0;
     for (int r = 0; r < n; ++r) {
@@ -446,7 +426,7 @@ class MeshTrainer : public lm::GridTrainer {
         if (host_of(q) != 0) sends += sent.at("bytes_per_step").at(static_cast<size_t>(r)).at(static_cast<size_t>(q)).get<double>();
       }
       for (const auto& [axis, payload, ring] : {std::tuple{kData, data_bytes[static_cast<size_t>(r)], &data_ring},
-                                                std::tuple{kTensor, tensor[r].item<double>(), &tensor_ring}}) {
+                                                std::tuple{kTensor, tensor_bytes[static_cast<size_t>(r)], &tensor_ring}}) {
         const std::vector<int> members = mesh_.layout().group(r, axis);
         const auto size = static_cast<double>(members.size());
         if (members.size() < 2) continue;
