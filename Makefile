@@ -61,7 +61,9 @@ TP_TASKS := $(shell awk '!/^\#/ && $$3 == "tp" {print $$1}' exercises.txt)
 CP_TASKS := $(shell awk '!/^\#/ && $$3 == "cp" {print $$1}' exercises.txt)
 # The device mesh (kind mesh): the language-model flags, --stages, --tp and --mesh_order.
 MESH_TASKS := $(shell awk '!/^\#/ && $$3 == "mesh" {print $$1}' exercises.txt)
-GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS) $(ZERO_TASKS) $(TP_TASKS) $(CP_TASKS) $(MESH_TASKS),$(DP_TASKS))
+# Memory and precision (kind precision): the language-model flags, --recompute_every and --precision.
+PRECISION_TASKS := $(shell awk '!/^\#/ && $$3 == "precision" {print $$1}' exercises.txt)
+GLUE_DP_TASKS := $(filter-out $(LM_TASKS) $(PP_TASKS) $(ZERO_TASKS) $(TP_TASKS) $(CP_TASKS) $(MESH_TASKS) $(PRECISION_TASKS),$(DP_TASKS))
 
 # The data-parallel exercises run WORLD local ranks; the global batch stays BATCH.
 WORLD  ?= 4
@@ -101,7 +103,7 @@ help:
 	@echo "the exercises (exercises.txt): make T runs YOUR tasks/T, make check-T grades it, make test-T runs the tests of the kit's parts it uses$(if $(HAVE_SOLUTIONS),$(comma) make T-solution runs the reference)"
 	@awk '!/^#/ && NF { t = $$1; l = $$2; k = $$3; $$1 = $$2 = $$3 = ""; sub(/^ +/, ""); sub(/^uses=[^ ]+ +/, ""); \
 	  printf "  make %-9s make check-%-9s make test-%-9s %s (%s)\n", t, t, t, $$0, \
-	  l != "ranks" ? "one process" : k == "pp" ? "PP_STAGES=2 local ranks" : k == "tp" ? "TP=2 local ranks" : k == "cp" ? "CP=2 local ranks" : \
+	  l != "ranks" ? "one process" : k == "pp" ? "PP_STAGES=2 local ranks" : k == "tp" ? "TP=2 local ranks" : k == "cp" ? "CP=2 local ranks" : k == "precision" ? "PREC_WORLD=2 local ranks" : \
 	  k == "mesh" ? "MESH_STAGES x MESH_TP x MESH_DATA = 8 local ranks" : \
 	  "WORLD=4 local ranks" }' exercises.txt
 	@echo "  task 1 runs on the fixtures (MODEL DATA LR EPOCHS BATCH SEQ SEED); dp DP_MODEL=gpt2 for GPT-2 small's shape;"
@@ -109,6 +111,7 @@ help:
 	@echo "  zero: ZERO_STAGE=1|2|3 (ZeRO-1, ZeRO-2, FSDP; default 3) on WORLD ranks, ZERO_STEPS steps of ZERO_BATCH pairs"
 	@echo "  tp: TP=2 ranks per tensor group (default 2), on TP ranks or WORLD (TP x DP), TP_STEPS steps of TP_BATCH pairs"
 	@echo "  cp: CP=2 ranks per context group (default 2), on CP ranks or WORLD (CP x DP), CP_BLOCK keys a block, CP_LAYOUT=balanced|contiguous"
+	@echo "  precision: PREC_WORLD=2 ranks, PREC_RECOMPUTE=N (every N-th block checkpointed; 0 none), PREC_DTYPE=fp32|bf16|fp16, PREC_MICRO micro-batches"
 	$(if $(HAVE_SOLUTIONS),@echo "make cluster-demo    (root) tasks 2a/2b/3 on 4 and 2 emulated hosts at several link rates$(comma) dp and pp at 1 Gbit/s$(comma) dp and zero's stages$(comma) pp and tp on 4 hosts at every rate$(comma) the mesh's layouts on 2 hosts of 4 ranks; figures 9$(comma) 12$(comma) 14$(comma) 15 and 17")
 	$(INSTRUCTORS_ONLY)@echo "make bench           the four benchmarks below (about 18 minutes on 2 cores)"
 	$(INSTRUCTORS_ONLY)@echo "make bench-task1     time task 1's training step for tiny/mini/small/base BERT"
@@ -251,6 +254,25 @@ $(CP_TASKS) $(call solutions_of,$(CP_TASKS)): fixtures
 	  --global_batch_size $(CP_BATCH) --learning_rate $(GPT2_LR) --max_steps $(CP_STEPS) --no_eval --seed $(SEED) \
 	  --cp $(CP) --cp_block $(CP_BLOCK) --cp_layout $(CP_LAYOUT) --output_dir $(OUT)/$@ --overwrite_output_dir --no_save \
 	  --master_ip 127.0.0.1 --master_port $(PORT) --world_size $(CP_WORLD) --local_rank {rank} $(ARGS)
+
+# Memory and precision (precision): the GPT-2 of dp on PREC_WORLD ranks (2), PREC_STEPS steps of a global
+# batch of PREC_BATCH pairs in PREC_MICRO micro-batches a rank; every PREC_RECOMPUTE-th block
+# checkpointed (0: none), PREC_DTYPE fp32, bf16 or fp16 (fp16 gradients with the dynamic loss
+# scaler; ARGS="--loss_scale none" without it). results.json's "memory_precision" holds what each
+# block kept, its forwards, the step's peak and, in fp16, every step's scale and flushed gradients.
+PREC_WORLD     ?= 2
+PREC_STEPS     ?= 20
+PREC_BATCH     ?= 16
+PREC_MICRO     ?= 2
+PREC_RECOMPUTE ?= 1
+PREC_DTYPE ?= bf16
+$(PRECISION_TASKS) $(call solutions_of,$(PRECISION_TASKS)): fixtures
+	scripts/run_local_ranks.sh $(PREC_WORLD) $(OUT)/$@/logs -- $(BUILD)/$@ \
+	  --model_config $(DP_MODEL) --tokenizer_dir $(GPT2_MODEL) --data_dir $(GPT2_DATA) \
+	  --global_batch_size $(PREC_BATCH) --learning_rate $(GPT2_LR) --max_steps $(PREC_STEPS) --no_eval --seed $(SEED) \
+	  --micro_batches $(PREC_MICRO) --recompute_every $(PREC_RECOMPUTE) --precision $(PREC_DTYPE) \
+	  --output_dir $(OUT)/$@ --overwrite_output_dir --no_save --master_ip 127.0.0.1 --master_port $(PORT) \
+	  --world_size $(PREC_WORLD) --local_rank {rank} $(ARGS)
 
 # The device mesh (mesh): the GPT-2 of dp on MESH_DATA x MESH_STAGES x MESH_TP ranks (2 x 2 x 2),
 # MESH_STEPS steps of a global batch of MESH_BATCH pairs, the axes in MESH_ORDER (slowest first,

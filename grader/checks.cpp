@@ -27,6 +27,7 @@ std::vector<CheckSpec> checks_of_kind(const Exercise& e) {
   if (e.kind == "tp") return tp_checks(e.name);
   if (e.kind == "cp") return cp_checks(e.name);
   if (e.kind == "mesh") return mesh_checks(e.name);
+  if (e.kind == "precision") return precision_checks(e.name);
   throw Error("exercises.txt: " + e.name + " has the kind '" + e.kind + "', which has no checks");
 }
 

@@ -53,6 +53,7 @@ std::vector<CheckSpec> pp_checks(const std::string& exercise);
 std::vector<CheckSpec> zero_checks(const std::string& exercise);
 std::vector<CheckSpec> tp_checks(const std::string& exercise);
 std::vector<CheckSpec> cp_checks(const std::string& exercise);
+std::vector<CheckSpec> precision_checks(const std::string& exercise);
 std::vector<CheckSpec> mesh_checks(const std::string& exercise);
 
 // Note [Fair evidence]: one run serves several checks, and a check must fail for its own reason.

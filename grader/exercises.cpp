@@ -39,7 +39,7 @@ bool trains_gpt2(const std::string& name) {
   return name == kReferenceGpt2 || (name != kReference && (exercise(name).kind == "dp" || exercise(name).kind == "pipeline" ||
                                                    exercise(name).kind == "pp" || exercise(name).kind == "zero" ||
                                                    exercise(name).kind == "tp" || exercise(name).kind == "cp" ||
-                                                   exercise(name).kind == "mesh"));
+                                                   exercise(name).kind == "mesh" || exercise(name).kind == "precision"));
 }
 
 }  // namespace dtlab::grader

@@ -34,7 +34,8 @@ bool left_out_of_release(const std::string& path) {
   // parallel loss's recipe out to name its classic mistake. Each compiles only beside solutions/
   // (tests/CMakeLists.txt).
   // cp's suites (cp_attention_test, cp_ring_test) link the reference and compile only beside it.
-  // mesh_train_test holds the mesh's trainer to one process with the reference linked in.
+  // mesh_train_test holds the mesh's trainer to one process with the reference linked in;
+  // precision_test holds the checkpointed block, the masters and the loss scaler with it.
   // Writing a release is the instructors' (grader/CMakeLists.txt builds it beside solutions/ only).
   for (const char* prefix : {"tests/cp_", "tests/mesh_train_test.cpp",
                              "solutions/", "tests/mutants/", "tests/grader_mutants_test.cpp", "bench/", kStudentReadme, ".ci/",
@@ -42,7 +43,8 @@ bool left_out_of_release(const std::string& path) {
                              "grader/release_guard.h", "tests/release_test.cpp",
                              "docs/instructors/", "tests/fill_drain.h", "tests/pipeline_test.cpp",
                              "tests/gpu_test.cpp", "tests/pp_schedule_test.cpp", "tests/pp_protocol_test.cpp",
-                             "tests/stage_lists.h", "tests/stage_simulate_test.cpp", "tests/tp_test.cpp"}) {
+                             "tests/stage_lists.h", "tests/stage_simulate_test.cpp", "tests/tp_test.cpp",
+                             "tests/precision_test.cpp"}) {
     if (path.rfind(prefix, 0) == 0) return true;
   }
   return false;

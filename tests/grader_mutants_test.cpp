@@ -1,6 +1,6 @@
-// Deliberately broken solutions of task 2b, dp, pipeline, pp, zero, tp, cp and mesh (tests/mutants),
-// graded: each must fail the check that should catch it, with the words that tell a student what
-// is wrong, within its timeout. A check that stops catching its bug fails here.
+// Deliberately broken solutions of task 2b, dp, pipeline, pp, zero, tp, cp, mesh and precision
+// (tests/mutants), graded: each must fail the check that should catch it, with the words that tell
+// a student what is wrong, within its timeout. A check that stops catching its bug fails here.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -214,8 +214,24 @@ const std::vector<Mutant> kMeshMutants = {
     {"mesh", "pieces_as_copies", "losses-zero1", "wrong number", "With ZeRO-1 each rank of a data group holds", 120},
 };
 
+// Memory and precision: a recompute that draws new masks and masters rounded to bf16 change
+// numbers the checks compare; a block that keeps its graph instead of recomputing (right in every
+// number) and a policy one block off show only in what the kit counts; a rank that decides alone
+// is stopped by the kit's comparison of the ranks' answers; a scale that never grows, by the rule.
+const std::vector<Mutant> kPrecisionMutants = {
+    {"precision", "rng_not_restored", "recompute-exact", "wrong number", "restore the generator's state kept in forward", 120},
+    {"precision", "keeps_activations", "recompute-memory", "wrong number", "once more in backward, from its kept input", 120},
+    {"precision", "every_off_by_one", "recompute-memory", "wrong number", "is_checkpointed chose blocks [1] of 2, not [0]", 120},
+    {"precision", "last_micro_batch_only", "bf16-losses", "wrong number", "added in fp32?", 120},
+    {"precision", "masters_in_bf16", "bf16-masters", "wrong number", "the masters must stay fp32", 120},
+    {"precision", "not_unscaled", "fp16-gradients", "wrong number", "it is still scaled: divide by the scale", 120},
+    {"precision", "decides_alone", "scaler", "error", "found_overflow returned true on rank 1 and false on rank 0", 120},
+    {"precision", "never_grows", "scaler", "wrong number", "it doubled after step 3: 3 good steps in a row", 120},
+};
+
 std::string mutants_binary(const std::string& exercise) {
   if (exercise == "mesh") return DTLAB_PROGRAM("mesh-mutants");
+  if (exercise == "precision") return DTLAB_PROGRAM("precision-mutants");
   if (exercise == "cp") return DTLAB_PROGRAM("cp-mutants");
   if (exercise == "tp") return DTLAB_PROGRAM("tp-mutants");
   if (exercise == "task4") return DTLAB_PROGRAM("task4-mutants");
@@ -262,7 +278,8 @@ TEST(GraderMutants, WithoutAMutantTheSameBinariesPass) {
                                          std::pair{std::string("zero"), "gradients-1,losses-1,losses-3,memory,traffic"},
                                          std::pair{std::string("tp"), "gradients-2,losses-2,replicas,traffic"},
                                          std::pair{std::string("cp"), "attention,merge,memory,ring,overlap,balance"},
-                                         std::pair{std::string("mesh"), "layout,gradients,losses,losses-zero1,sends,traffic,memory"}}) {
+                                         std::pair{std::string("mesh"), "layout,gradients,losses,losses-zero1,sends,traffic,memory"},
+                                         std::pair{std::string("precision"), "recompute-exact,recompute-memory,bf16-losses,bf16-masters,fp16-gradients,scaler"}}) {
     const auto dir = dtlab::test::fresh_temp_dir("mutant-none-" + exercise);
     const dtlab::ProcessResult r = dtlab::run_process(
         {DTLAB_PROGRAM("grader"), "check", exercise, "--only", checks, "--use-binary", exercise + "=" + mutants_binary(exercise),
@@ -389,6 +406,7 @@ INSTANTIATE_TEST_SUITE_P(Zero, GraderMutants, ::testing::ValuesIn(kZeroMutants),
 INSTANTIATE_TEST_SUITE_P(Tp, GraderMutants, ::testing::ValuesIn(kTpMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Mesh, GraderMutants, ::testing::ValuesIn(kMeshMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Cp, GraderMutants, ::testing::ValuesIn(kCpMutants), test_name);
+INSTANTIATE_TEST_SUITE_P(Precision, GraderMutants, ::testing::ValuesIn(kPrecisionMutants), test_name);
 INSTANTIATE_TEST_SUITE_P(Fair, FairGrading, ::testing::ValuesIn(kFairCases),
                          [](const ::testing::TestParamInfo<FairCase>& p) { return p.param.exercise + "_" + p.param.mutant; });
 

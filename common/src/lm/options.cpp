@@ -164,6 +164,36 @@ void add_context_parallel_flags(CLI::App& app, LmOptions& o) {
       ->capture_default_str();
 }
 
+void add_precision_flags(CLI::App& app, LmOptions& o) {
+  o.micro_batches = 1;
+  app.add_option("--recompute_every", o.recompute_every,
+                 "Checkpoint every N-th block (blocks 0, N, 2N, ...): its activations recomputed in backward; 0: none")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--precision", o.precision,
+                 "fp32; bf16: forward and backward on a bf16 copy of fp32 master weights; fp16: the gradients sent in "
+                 "fp16 (the compute stays fp32 on the CPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--micro_batches", o.micro_batches, "Micro-batches each rank's batch is split into (gradient accumulation)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--loss_scale", o.loss_scale,
+                 "With --precision fp16: dynamic (the loss scaler) or none (fp16 gradients unscaled: what underflow costs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dynamic", "none"}));
+  app.add_option("--loss_scale_init", o.loss_scale_init, "The loss scaler's first scale")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--scale_growth_interval", o.scale_growth_interval,
+                 "Good steps in a row after which the loss scaler doubles its scale")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--inject_inf", o.inject_inf,
+                 "Grading aid, STEP:RANK: an inf in that rank's fp16 gradients at that step (the scaler must skip it "
+                 "on every rank)");
+}
+
 void add_mesh_flags(CLI::App& app, LmOptions& o) {
   app.add_option("--stages", o.stages, "Pipeline stages (the mesh's pipeline size)")->capture_default_str();
   app.add_option("--tp", o.tp, "Ranks of one tensor-parallel group (the mesh's tensor size)")->capture_default_str();

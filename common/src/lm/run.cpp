@@ -94,11 +94,13 @@ LmData read_data(const LmOptions& o, const tokenizer::Gpt2Tokenizer& tokenizer, 
   return d;
 }
 
-// The grid an exercise splits the model or the sequence over (tp, cp, mesh), or null.
+// The grid an exercise splits the model or the sequence over (tp, cp, mesh), or whose trainer is
+// its own (precision: a data-parallel grid of one axis), or null.
 const GridParts* split_over_grid(const LmExercise& ex) {
   if (ex.tensor_parallel) return &*ex.tensor_parallel;
   if (ex.context_parallel) return &*ex.context_parallel;
   if (ex.mesh) return &*ex.mesh;
+  if (ex.precision) return &*ex.precision;
   return nullptr;
 }
 
@@ -561,6 +563,7 @@ int lm_main(int argc, char** argv, const LmExercise& exercise) {
     }
     if (exercise.context_parallel) add_context_parallel_flags(app, options);
     if (exercise.mesh) add_mesh_flags(app, options);
+    if (exercise.precision) add_precision_flags(app, options);
     if (exercise.probe) {
       app.add_option("--probe", options.probe, "Grading aid: run the named probe of the exercise instead of training");
     }

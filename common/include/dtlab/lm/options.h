@@ -82,6 +82,17 @@ struct LmOptions {
   // default); mesh_sizes: the sizes the grading aid --probe layout asks the layout about.
   std::string mesh_order = "pipeline,data,tensor";
   std::vector<int> mesh_sizes;
+  // The precision exercise (dtlab/tasks/precision.h): every recompute_every-th block checkpointed (0:
+  // none); precision fp32, bf16 (a bf16 compute copy of fp32 masters) or fp16 (fp16 gradients on
+  // the wire); loss_scale dynamic or none (fp16 only), its first scale and the good steps before
+  // it grows; inject_inf "STEP:RANK", a grading aid: an inf in that rank's fp16 gradients at
+  // that step. --micro_batches (above) is the gradient accumulation's.
+  int recompute_every = 0;
+  std::string precision = "fp32";
+  std::string loss_scale = "dynamic";
+  double loss_scale_init = 65536;
+  int64_t scale_growth_interval = 100;
+  std::string inject_inf;
 };
 
 // Adds the flags to app; distributed adds the launch flags (--master_ip ...) and
@@ -102,6 +113,11 @@ void add_context_parallel_flags(CLI::App& app, LmOptions& options);
 // --zero_stage (0 or 1; 0 unless given),
 // and the grading aid's --mesh_sizes.
 void add_mesh_flags(CLI::App& app, LmOptions& options);
+
+// The memory exercise's flags: --recompute_every, --precision, --micro_batches, --loss_scale,
+// --loss_scale_init, --scale_growth_interval and the grading aid --inject_inf (1 micro-batch
+// unless given).
+void add_precision_flags(CLI::App& app, LmOptions& options);
 
 // Checks values CLI11 cannot (one model source, positive sizes, existing folders, a known
 // preset), validate_counts included. Throws dtlab::Error naming the flag.

@@ -86,6 +86,9 @@ struct LmExercise {
   // set: data x pipeline x tensor on one device mesh (mesh): launch flags, --stages, --tp,
   // --micro_batches, --balance, --schedule, --mesh_order
   std::optional<GridParts> mesh;
+  // set: data parallel with the kit's step of the precision exercise (precision/precision_trainer.h):
+  // launch flags, --recompute_every, --precision, --micro_batches, --loss_scale, ...
+  std::optional<GridParts> precision;
   // set: a grading aid (--probe NAME) that runs instead of training and returns the exit code
   std::function<int(const LmOptions&)> probe;
 };
