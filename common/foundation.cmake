@@ -15,6 +15,7 @@ set(DTLAB_FOUNDATION_READERS
   io/json_file.cpp
   io/safetensors_header.cpp
   model/bert_config.cpp
+  model/flops.cpp
   model/gpt2_config.cpp
   tokenizer/bert_tokenizer.cpp
   tokenizer/bpe_trainer.cpp

@@ -72,12 +72,17 @@ Folder load_folder(const fs::path& dir, std::vector<std::string>& notes) {
     run.exercise = text(r, {"exercise"});
     run.purpose = text(r, {"purpose"});
     run.record = r;
-    if (!kPurposes.count(run.purpose)) continue;  // other checks' runs: not plotted
+    // Other checks' runs are not plotted; they feed the table of memory and compute alone, and
+    // say nothing when they did not finish (a wrong submission's runs often do not).
+    const bool plotted = kPurposes.count(run.purpose) > 0;
     const std::string outcome = text(r, {"outcome"}, "missing");
     if (outcome != "ok") {
       const std::string message = text(r, {"message"});
-      notes.push_back(fmt::format("run {} ({}, {}) did not finish (outcome \"{}\"{}): left out", run.id, run.exercise,
-                                  run.purpose, outcome, message.empty() ? "" : ": " + message.substr(0, message.find('\n'))));
+      if (plotted) {
+        notes.push_back(fmt::format("run {} ({}, {}) did not finish (outcome \"{}\"{}): left out", run.id,
+                                    run.exercise, run.purpose, outcome,
+                                    message.empty() ? "" : ": " + message.substr(0, message.find('\n'))));
+      }
       continue;
     }
     // Rank 0's results.json, copied next to run.json or where the run's --output_dir put it.
@@ -85,16 +90,21 @@ Folder load_folder(const fs::path& dir, std::vector<std::string>& notes) {
     if (!fs::is_regular_file(run.results_path) && fs::is_regular_file(d / "output" / "results.json"))
       run.results_path = d / "output" / "results.json";
     if (!fs::is_regular_file(run.results_path)) {
-      notes.push_back(fmt::format("run {} finished but {} is missing: left out", run.id,
-                                  run.results_path.string()));
+      if (plotted) {
+        notes.push_back(fmt::format("run {} finished but {} is missing: left out", run.id,
+                                    run.results_path.string()));
+      }
       continue;
     }
     run.results = io::read_json_file(run.results_path);
-    if (!run.results.is_object())
+    if (!run.results.is_object()) {
+      if (!plotted) continue;
       throw Error(run.results_path.string() + ": expected a JSON object (schema dtlab.results/1)");
+    }
     run.world = int(number(r, {"world_size"})
                         .value_or(number(run.results, {"environment", "world_size"}).value_or(1)));
-    f.runs.push_back(std::move(run));
+    if (plotted) f.runs.push_back(run);
+    f.every_run.push_back(std::move(run));
   }
   return f;
 }
@@ -384,7 +394,7 @@ ReportSummary render_report(const ReportOptions& options) {
 
   Plotter plotter{options, out_dir, notes, summary.figures};
   Table timing, traffic, sweep, dp_scaling, pipeline_modes, cluster, cluster_lm, zero_memory, cluster_zero, cluster_tp,
-      cluster_mesh;
+      cluster_mesh, memory_compute = memory_compute_table(folder, graded);
   const std::vector<Figure> figures = {
       timing_figure(folder, pv, plotter, timing), loss_figure(folder, pv, plotter),
       traffic_figure(folder, pv, plotter, traffic), sweep_figure(folder, pv, plotter, sweep),
@@ -409,7 +419,7 @@ ReportSummary render_report(const ReportOptions& options) {
     report.figures.push_back(fig);
   }
   for (Table* t : {&timing, &traffic, &sweep, &dp_scaling, &pipeline_modes, &cluster, &cluster_lm, &zero_memory, &cluster_zero,
-                    &cluster_tp, &cluster_mesh})
+                    &cluster_tp, &cluster_mesh, &memory_compute})
     if (!t->rows.empty()) {
       t->title = fmt::format("Table {}. {}", report.tables.size() + 1, t->title);
       report.tables.push_back(*t);

@@ -51,6 +51,7 @@ struct Folder {
   fs::path dir;
   json top;               // results.json (Gradescope's format)
   std::vector<Run> runs;  // finished runs of the purposes the report uses, by id
+  std::vector<Run> every_run;  // every finished run with a results.json (the memory and compute table)
 };
 
 // From results.json's extra_data, filled in from the runs where it is silent.
@@ -124,5 +125,8 @@ Figure zero_memory_figure(const Folder& f, const Provenance& pv, Plotter& plotte
 Figure cluster_zero_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure cluster_tp_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure cluster_mesh_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
+// Each graded exercise's memory and compute (report_memory.cpp): of its runs that measured them,
+// the one of the most ranks; graded: the exercises the grading graded (nullopt: all).
+Table memory_compute_table(const Folder& f, const std::optional<std::vector<std::string>>& graded);
 
 }  // namespace dtlab::grader::report_parts

@@ -11,7 +11,9 @@
 #include "dtlab/glue/evaluate.h"
 #include "dtlab/glue/parts.h"
 #include "dtlab/io/file.h"
+#include "dtlab/model/flops.h"
 #include "dtlab/report/process_memory.h"
+#include "dtlab/report/tensor_bytes.h"
 #include "dtlab/report/results.h"
 #include "dtlab/train/loop.h"
 #include "dtlab/train/rank_dump.h"
@@ -188,6 +190,8 @@ SyncFactory sync_by_ddp(std::function<std::unique_ptr<dist::DistributedDataParal
 }
 
 int run_glue(const GlueOptions& o, const GlueExercise& ex) {
+  // The tensors this process holds, counted from the start (results.json's "memory").
+  report::TensorBytes::install();
   // Who this process is. Flags are checked before any rank waits for another.
   train::Run run = train::plan_run(ex.name, ex.data_parallel ? &o.launch : nullptr);
   validate(o);
@@ -269,11 +273,23 @@ int run_glue(const GlueOptions& o, const GlueExercise& ex) {
   }
   if (run.group) results.set_section("communication", communication_json(*run.group, *sync));
   // Every rank's resident memory (a collective, after the communication record is read).
-  if (o.do_train) results.set_section("memory", train::memory_section(run));
+  if (o.do_train) {
+    results.set_section("memory", train::memory_section(run));
+    // Model FLOPs utilisation against the ranks' measured peak (a collective).
+    const model::BertConfig model_config = state.model->config();
+    results.set_section("compute", train::compute_section(run, [&model_config](double sequence) {
+      return model::bert_training_flops_per_token(model_config, sequence);
+    }, results.to_json().at("timing")));
+  }
   if (run.lead()) {
     results.save(results_path);
     if (const std::string line = report::throughput_line(results.to_json()); !line.empty()) fmt::print("{}\n", line);
     if (o.do_train) fmt::print("{}\n", train::memory_line(results.to_json().at("memory")));
+    if (o.do_train) {
+      if (const std::string line = train::compute_line(results.to_json().at("compute")); !line.empty()) {
+        fmt::print("{}\n", line);
+      }
+    }
     if (o.do_train && !o.no_save) save_model_folder(state.model, o.model_name_or_path, o.output_dir);
     fmt::print("results: {}\n", results_path.string());
   }

@@ -14,6 +14,7 @@ namespace {
 model::Gpt2LMHeadModel from_preset(const LmOptions& o, const tokenizer::Gpt2Tokenizer& tokenizer,
                                    const LmTokenIds& ids, const model::Gpt2Overrides& overrides) {
   model::Gpt2Config config = model::Gpt2Config::preset(o.model_config);
+  if (o.n_layer) config.n_layer = *o.n_layer;  // --n_layer (options.cpp: presets only)
   // As the original exercise resizes the embeddings to len(tokenizer): one row per token.
   config.vocab_size = tokenizer.vocab_size();
   config.bos_token_id = std::nullopt;

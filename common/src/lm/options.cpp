@@ -21,6 +21,9 @@ void add_model_and_data_flags(CLI::App& app, LmOptions& o) {
   app.add_option("--model_config", o.model_config,
                  "Instead of a folder: a GPT-2 shape (gpt2, gpt2-mini, gpt2-narrow) with random weights from "
                  "--seed and the vocabulary of --tokenizer_dir");
+  app.add_option("--n_layer", o.n_layer,
+                 "With --model_config: this many blocks instead of the preset's (its width, heads and the rest "
+                 "as they are)");
   app.add_option("--tokenizer_dir", o.tokenizer_dir,
                  "Folder with vocab.json and merges.txt (default: --model_name_or_path)");
   app.add_option("--data_dir", o.data_dir, "Folder with train.jsonl, validation.jsonl, test.jsonl")
@@ -84,6 +87,11 @@ void validate_model_source(const LmOptions& o) {
     throw Error("--model_name_or_path " + o.model_name_or_path + " is not a folder: give a Hugging "
                 "Face GPT-2 folder, or run dtlab-fixtures to make fixtures/gpt2-tiny");
   }
+  if (o.n_layer && o.model_config.empty()) {
+    throw Error("--n_layer " + std::to_string(*o.n_layer) + " changes the depth of a preset drawn from --seed: it "
+                "needs --model_config, not --model_name_or_path (a folder's depth is that of its weights)");
+  }
+  if (o.n_layer) positive(*o.n_layer, "--n_layer");
   if (!o.model_config.empty()) {
     try {
       model::Gpt2Config::preset(o.model_config);

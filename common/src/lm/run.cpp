@@ -23,6 +23,7 @@
 #include "dtlab/lm/model.h"
 #include "dtlab/shard/sharded_trainer.h"
 #include "dtlab/mesh/device_mesh.h"
+#include "dtlab/model/flops.h"
 #include "dtlab/report/process_memory.h"
 #include "dtlab/report/tensor_bytes.h"
 #include "dtlab/pipeline/gpt2_layout.h"
@@ -44,6 +45,7 @@ namespace {
 nlohmann::json options_json(const LmOptions& o, int64_t per_rank_batch, int readers) {
   return {{"model_name_or_path", o.model_name_or_path},
           {"model_config", o.model_config},
+          {"n_layer", o.n_layer ? nlohmann::json(*o.n_layer) : nlohmann::json()},
           {"tokenizer_dir", tokenizer_folder(o)},
           {"data_dir", o.data_dir},
           {"output_dir", o.output_dir},
@@ -355,9 +357,9 @@ RankShare equal_shares(const train::Dataset& all, const dist::Group& group, int6
 }
 
 int run_lm(const LmOptions& o, const LmExercise& ex) {
-  // A sharded or tensor-parallel run measures every tensor it holds (the zero exercise's memory,
-  // tp's largest tensor), from the start.
-  if (ex.sharded || split_over_grid(ex)) report::TensorBytes::install();
+  // Every run measures the tensors it holds from the start (results.json's "memory" beside the
+  // resident set; the zero exercise's memory, tp's largest tensor, the precision exercise's blocks).
+  report::TensorBytes::install();
   // Who this process is. Flags are checked before any rank waits for another.
   const bool ranks = ex.data_parallel || ex.stage_ranks || split_over_grid(ex);
   train::Run run = train::plan_run(ex.name, ranks ? &o.launch : nullptr);
@@ -529,10 +531,18 @@ int run_lm(const LmOptions& o, const LmExercise& ex) {
   }
   // Every rank's resident memory (a collective, after the summaries read the logs).
   results.set_section("memory", train::memory_section(run));
+  // Model FLOPs utilisation against the ranks' measured peak (a collective).
+  const model::Gpt2Config model_config = state.model->config();
+  results.set_section("compute", train::compute_section(run, [&model_config](double sequence) {
+    return model::gpt2_training_flops_per_token(model_config, sequence);
+  }, results.to_json().at("timing")));
   if (run.lead()) {
     results.save(results_path);
     print_throughput(results.to_json(), o.micro_batches);
     fmt::print("{}\n", train::memory_line(results.to_json().at("memory")));
+    if (const std::string line = train::compute_line(results.to_json().at("compute")); !line.empty()) {
+      fmt::print("{}\n", line);
+    }
     if (!o.no_save) save_model_folder(state.model, tokenizer_folder(o), o.output_dir);
     fmt::print("results: {}\n", results_path.string());
   }

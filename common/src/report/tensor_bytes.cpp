@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 
 namespace dtlab::report {
 namespace {
@@ -24,16 +25,46 @@ void add(int64_t bytes) {
   }
 }
 
-// One allocation of the wrapped allocator and its size.
+// One allocation of the wrapped allocator and its size, found by its data pointer: the DataPtr the
+// meter hands out has the data pointer as its context too, as LibTorch's raw_allocate asserts
+// (c10/core/Allocator.h: a kernel's scratch buffer released from its DataPtr and freed later
+// through raw_deleter, as BERT's backward does on 1.13).
 struct Counted {
   c10::DataPtr inner;
-  int64_t bytes;
+  int64_t bytes = 0;
 };
 
-void delete_counted(void* context) {
-  auto* counted = static_cast<Counted*>(context);
-  g_current.fetch_sub(counted->bytes);
-  delete counted;  // frees the storage through the wrapped allocator's deleter
+std::mutex& live_mutex() {
+  static auto* m = new std::mutex();  // never destroyed: storage may outlive every static
+  return *m;
+}
+
+std::unordered_map<void*, Counted>& live() {
+  static auto* m = new std::unordered_map<void*, Counted>();
+  return *m;
+}
+
+c10::Allocator* g_wrapped = nullptr;  // the allocator the meter wraps (install())
+
+void delete_counted(void* data) {
+  Counted counted;
+  bool found = false;
+  {
+    std::lock_guard<std::mutex> lock(live_mutex());
+    const auto it = live().find(data);
+    if (it != live().end()) {
+      counted = std::move(it->second);
+      live().erase(it);
+      found = true;
+    }
+  }
+  if (!found) {
+    // Allocated before install() and handed back through raw_deleter: the wrapped allocator's.
+    if (g_wrapped && g_wrapped->raw_deleter()) g_wrapped->raw_deleter()(data);
+    return;
+  }
+  g_current.fetch_sub(counted.bytes);
+  // counted.inner frees the storage through the wrapped allocator's deleter as it goes.
 }
 
 class CountingAllocator final : public c10::Allocator {
@@ -49,18 +80,24 @@ class CountingAllocator final : public c10::Allocator {
 #else
   c10::DataPtr allocate(size_t n) const override { return counted(n); }
 #endif
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_counted; }
 
  private:
   c10::DataPtr counted(size_t n) const {
     c10::DataPtr inner = wrapped_->allocate(n);
     void* data = inner.get();
+    if (n == 0 || data == nullptr) return inner;  // nothing to count, and no key to find it by
     const c10::Device device = inner.device();
+    {
+      std::lock_guard<std::mutex> lock(live_mutex());
+      live()[data] = Counted{std::move(inner), static_cast<int64_t>(n)};
+    }
     add(static_cast<int64_t>(n));
     g_allocated.fetch_add(static_cast<int64_t>(n));
     int64_t largest = g_largest.load();
     while (static_cast<int64_t>(n) > largest && !g_largest.compare_exchange_weak(largest, static_cast<int64_t>(n))) {
     }
-    return {data, new Counted{std::move(inner), static_cast<int64_t>(n)}, &delete_counted, device};
+    return {data, data, &delete_counted, device};
   }
 
   c10::Allocator* wrapped_;
@@ -76,7 +113,8 @@ TensorBytes& TensorBytes::install() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Never destroyed: storage allocated through it may outlive every static.
-    static auto* allocator = new CountingAllocator(c10::GetCPUAllocator());
+    g_wrapped = c10::GetCPUAllocator();
+    static auto* allocator = new CountingAllocator(g_wrapped);
     c10::SetCPUAllocator(allocator, /*priority=*/100);
     g_installed = new Meter();
   });

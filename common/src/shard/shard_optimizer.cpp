@@ -46,16 +46,4 @@ std::unique_ptr<torch::optim::AdamW> make_shard_adamw(std::vector<ShardUnit>& un
   return train::make_adamw(std::move(decay), std::move(no_decay), o);
 }
 
-int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {
-  int64_t total = 0;
-  for (const auto& entry : optimizer.state()) {
-    if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(entry.second.get())) {
-      for (const torch::Tensor* t : {&adamw->exp_avg(), &adamw->exp_avg_sq(), &adamw->max_exp_avg_sq()}) {
-        if (t->defined()) total += t->numel() * static_cast<int64_t>(t->element_size());
-      }
-    }
-  }
-  return total;
-}
-
 }  // namespace dtlab::shard

@@ -13,8 +13,10 @@
 #include "dtlab/core/error.h"
 #include "dtlab/dist/netdev.h"
 #include "dtlab/report/process_memory.h"
+#include "dtlab/report/tensor_bytes.h"
 #include "dtlab/report/profile.h"
 #include "dtlab/report/timing.h"
+#include "dtlab/train/step.h"
 
 namespace dtlab::train {
 namespace {
@@ -218,6 +220,13 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
   report::give_back_free_heap();
   run.load_peak_rss_bytes = report::read_process_memory().peak_rss_bytes;
   run.peak_reset &= report::reset_peak_rss();
+  // The tensors' peak beside it, read after every step (a trainer may reset the meter's peak at its
+  // own step's start to measure that step) and restarted after each evaluation.
+  report::TensorBytes* meter = report::TensorBytes::installed();
+  if (meter) {
+    meter->reset_peak();
+    run.tensor_steps_peak_bytes = 0;
+  }
   int64_t steps = 0;
   report::Stopwatch since_start, since_progress;
   // The bytes this rank's interface moves per step, where they are this rank's alone: not on one
@@ -247,6 +256,7 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
       report::Stopwatch step_time;
       const StepResult r = step(state, {steps + 1, epoch, &rows, &batch});
       const double seconds = step_time.seconds();
+      if (meter) run.tensor_steps_peak_bytes = std::max(run.tensor_steps_peak_bytes, meter->peak());
       if (profiler.after_step(steps + 1)) {
         fmt::print("profile: steps {}-{} in {} and {} (those steps' times include the profiler's cost)\n",
                    report::kProfileFirstStep, steps + 1, (plan.profile_dir / "trace.json").string(),
@@ -308,6 +318,7 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
     run.steps_peak_rss_bytes = std::max(run.steps_peak_rss_bytes, report::read_process_memory().peak_rss_bytes);
     if (plan.evaluate) record_evaluation(record, after_epoch(state, epoch));
     run.peak_reset &= report::reset_peak_rss();
+    if (meter) meter->reset_peak();
     record.seconds = epoch_time.seconds();
     results.add(record);
     if (run.lead()) {
@@ -316,6 +327,11 @@ void train_loop(Run& run, TrainState& state, const Dataset& data, const LoopPlan
     }
   }
   run.steps_peak_rss_bytes = std::max(run.steps_peak_rss_bytes, report::read_process_memory().peak_rss_bytes);
+  if (meter && state.module) {
+    run.parameter_bytes = storage_bytes(state.module->parameters());
+    run.gradient_bytes = state.gradient_bytes;
+    run.optimizer_state_bytes = state.optimizer ? optimizer_state_bytes(*state.optimizer) : 0;
+  }
   const std::string unfinished_profile = profiler.close();
   if (!unfinished_profile.empty()) fmt::print("{}\n", unfinished_profile);
 }

@@ -8,6 +8,18 @@
 namespace dtlab::train {
 bool exempt_from_weight_decay(const torch::Tensor& parameter) { return parameter.dim() < 2; }
 
+int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {
+  int64_t total = 0;
+  for (const auto& entry : optimizer.state()) {
+    if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(entry.second.get())) {
+      for (const torch::Tensor* t : {&adamw->exp_avg(), &adamw->exp_avg_sq(), &adamw->max_exp_avg_sq()}) {
+        if (t->defined()) total += t->numel() * static_cast<int64_t>(t->element_size());
+      }
+    }
+  }
+  return total;
+}
+
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
                                                 const OptimizerOptions& o) {
   std::vector<torch::Tensor> decay, no_decay;

@@ -1,6 +1,9 @@
 // The kit's training step, see train/step.h.
 #include "dtlab/train/step.h"
 
+#include <algorithm>
+#include <set>
+
 #include <ATen/record_function.h>
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -41,6 +44,10 @@ void clip_gradients(const std::vector<torch::Tensor>& parameters, double max_nor
 
 void apply_update(TrainState& state) {
   RECORD_USER_SCOPE(report::kUpdateScope);  // the profiler's update phase (report/profile.h)
+  // The gradients this rank holds at the update, for results.json's "memory" (train/run.h).
+  std::vector<torch::Tensor> grads;
+  for (const torch::Tensor& p : state.module->parameters()) grads.push_back(p.grad());
+  state.gradient_bytes = std::max(state.gradient_bytes, storage_bytes(grads));
   if (state.max_grad_norm > 0) clip_gradients(state.module->parameters(), state.max_grad_norm);
   state.optimizer->step();
   state.scheduler->step();
@@ -49,6 +56,16 @@ void apply_update(TrainState& state) {
   // parameters' size fewer (on the cluster demo's 37M parameters, where those passes are much
   // of a step).
   state.module->zero_grad(/*set_to_none=*/true);
+}
+
+int64_t storage_bytes(const std::vector<torch::Tensor>& tensors) {
+  std::set<const void*> seen;
+  int64_t bytes = 0;
+  for (const torch::Tensor& t : tensors) {
+    if (!t.defined() || !t.has_storage()) continue;
+    if (seen.insert(t.storage().unsafeGetStorageImpl()).second) bytes += static_cast<int64_t>(t.storage().nbytes());
+  }
+  return bytes;
 }
 
 }  // namespace dtlab::train

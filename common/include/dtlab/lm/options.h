@@ -20,6 +20,9 @@ struct LmOptions {
   // --tokenizer_dir and its vocabulary size.
   std::string model_name_or_path;
   std::string model_config;
+  // With --model_config only: the preset's blocks (n_layer) replaced by this many, everything else
+  // as the preset has it (bench_precision's layers; a pretrained folder's depth is its weights').
+  std::optional<int64_t> n_layer;
   std::string tokenizer_dir;  // default: model_name_or_path
   std::string data_dir;       // train.jsonl, validation.jsonl, test.jsonl (data/translation.h)
   std::string output_dir;

@@ -7,9 +7,11 @@
 //
 // Note [Counting allocator]: LibTorch takes CPU memory from the allocator of the highest priority
 // given to c10::SetCPUAllocator. The meter wraps the one in place (the default) at a higher
-// priority: each allocation is the wrapped allocator's, with a small record of its size whose
-// deleter subtracts it. Storage allocated before install() is not counted (install it before the
-// model is built). Process-wide, for the rest of the process: there is one CPU allocator.
+// priority: each allocation is the wrapped allocator's, recorded with its size under its data
+// pointer (which is also the context of the DataPtr handed out, as LibTorch's raw_allocate
+// requires), and the deleter subtracts it. Storage allocated before install() is not counted
+// (install it before the model is built). Process-wide, for the rest of the process: there is one
+// CPU allocator.
 #pragma once
 
 #include <cstdint>

@@ -32,8 +32,7 @@ std::unique_ptr<torch::optim::AdamW> make_shard_adamw(FlatParameters& flat, int 
 std::unique_ptr<torch::optim::AdamW> make_shard_adamw(std::vector<ShardUnit>& units, int rank,
                                                       const train::OptimizerOptions& options);
 
-// The bytes an AdamW's state holds (both moments of every tensor, and amsgrad's maximum): what ZeRO-1
-// divides by the world.
-int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
+// The bytes an AdamW's state holds (train/optimizer.h): what ZeRO-1 divides by the world.
+using train::optimizer_state_bytes;
 
 }  // namespace dtlab::shard

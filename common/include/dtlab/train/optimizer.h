@@ -51,6 +51,10 @@ class AdamW : public torch::optim::AdamW {
 };
 
 // Two parameter groups: weight decay on every parameter but the exempt ones, none on those.
+// The bytes of an optimiser's state: AdamW's moments (and max_exp_avg_sq with amsgrad) of every
+// parameter it has stepped; 0 before its first step, which allocates them.
+int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
+
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
                                                 const OptimizerOptions& options);
 // The same two groups of given tensors (shard/shard_optimizer.h: the pieces of parameters).

@@ -30,6 +30,16 @@ struct Run {
   int64_t load_peak_rss_bytes = -1;
   int64_t steps_peak_rss_bytes = -1;
   bool peak_reset = true;  // false: the kernel refused a reset, and the steps' peak includes loading
+  // The kit's tensor meter (report/tensor_bytes.h), beside the resident set: the most bytes every
+  // tensor of the process took at once in the training steps (train_loop, evaluations left out);
+  // at the end of training the bytes of the parameters this rank holds (each storage once) and of
+  // its optimiser's state; the most bytes of gradients its parameters held at an update
+  // (TrainState::gradient_bytes). -1: not measured (the meter is installed by the driver; a
+  // sharded step does not go through apply_update).
+  int64_t tensor_steps_peak_bytes = -1;
+  int64_t parameter_bytes = -1;
+  int64_t optimizer_state_bytes = -1;
+  int64_t gradient_bytes = -1;
 
   int rank() const { return group ? group->rank() : 0; }
   int world() const { return group ? group->size() : 1; }
@@ -55,6 +65,16 @@ void start_run(Run& run, const SetupFunction& setup, int threads);
 // training steps' peak (Note [Memory a rank holds]), gathered from every rank (a collective: every
 // rank calls it, after training), with the kit's tensor meter beside them where it is installed.
 nlohmann::json memory_section(Run& run);
+
+// results.json's "compute": the model FLOPs of a training step's tokens (flops_per_token, a
+// function of the rows' padded length) against the ranks' measured peak (Note [The machine's
+// peak] in report/peak_flops.h), from `timing` (results.json's): each rank's peak, the model's
+// FLOPs a second and their ratio, the MFU. Every rank measures its peak here, after training, and
+// the figures are gathered: a collective. Without timed steps, only the peaks.
+nlohmann::json compute_section(Run& run, const std::function<double(double sequence)>& flops_per_token,
+                               const nlohmann::json& timing);
+// "compute: 0.41 GFLOP/s of model FLOPs, MFU 1.9% of the 2 ranks' measured peak (21.7 GFLOP/s)".
+std::string compute_line(const nlohmann::json& compute);
 // "memory: rank 0 held at most 412.3 MiB while training (start-up 301.2 MiB, so +111.1 MiB; the
 // load peaked at 520.0 MiB); ranks 1-3 at most ..." from that section.
 std::string memory_line(const nlohmann::json& memory);

@@ -48,4 +48,8 @@ void apply_update(TrainState& state);
 // devices and fail.
 void clip_gradients(const std::vector<torch::Tensor>& parameters, double max_norm);
 
+// The bytes of the storages under `tensors`, each storage once (the views of one flat buffer count
+// once; an undefined tensor, or one without storage, none): what those tensors hold.
+int64_t storage_bytes(const std::vector<torch::Tensor>& tensors);
+
 }  // namespace dtlab::train

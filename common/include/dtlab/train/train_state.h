@@ -33,6 +33,9 @@ struct TrainState {
   std::unique_ptr<torch::optim::AdamW> optimizer;
   std::unique_ptr<LinearWarmupSchedule> scheduler;
   double max_grad_norm = 1.0;  // <= 0 turns clipping off
+  // The most bytes of gradients the module's parameters held at an update (apply_update measures
+  // them before the clip); -1 where no step went through apply_update (a sharded step's own).
+  int64_t gradient_bytes = -1;
 
   // Evaluates the model on the held-out set. Set by the driver.
   std::function<EvalResult()> evaluate;
