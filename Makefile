@@ -88,7 +88,7 @@ comma := ,
 INSTRUCTORS_ONLY := $(if $(HAVE_SOLUTIONS),,@: )
 
 .PHONY: help setup configure build fixtures demo test test-changed skeletons gpt2-demo gpt2-real \
-        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-cp bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
+        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-cp bench-precision bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
         $(EXERCISES) $(EXERCISES:%=%-solution) $(EXERCISES:%=test-%) cluster-demo
 
 # The exercise lines come from exercises.txt (one per row, in its order), so a new row is listed
@@ -121,6 +121,7 @@ help:
 	$(INSTRUCTORS_ONLY)@echo "make bench-pipeline  time the pipeline exercise's step: model parallel vs 8 micro-batches, 2 balanced stages"
 	$(INSTRUCTORS_ONLY)@echo "make bench-pp        time the pp exercise's step: GPipe vs 1F1B on 2 stage ranks x 8 micro-batches"
 	$(INSTRUCTORS_ONLY)@echo "make bench-cp        cp vs sequence length: the attention's and a training step's memory per rank and time, naive, CP 1, 2, 4; causal imbalance (figure 16)"
+	$(INSTRUCTORS_ONLY)@echo "make bench-precision precision: activation memory and step time vs layers for no/every/every-2nd block checkpointed; fp32, bf16, fp16 losses (figure 18)"
 	$(INSTRUCTORS_ONLY)@echo "make bench-task1-eager, bench-gpt2-eager  the kit's step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
@@ -392,6 +393,7 @@ test: build
 # The benchmarks, the skeletons' generator and the release writer need solutions/: in a student
 # release they say so in one line instead of ninja's "unknown target".
 INSTRUCTOR_TARGETS := skeletons release bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-cp \
+  bench-precision \
   bench-task1-eager bench-gpt2-eager
 ifeq ($(HAVE_SOLUTIONS),)
 $(INSTRUCTOR_TARGETS):
@@ -427,6 +429,8 @@ bench-pp: configure
 	cmake --build $(BUILD) --target bench-pp
 bench-cp: configure
 	cmake --build $(BUILD) --target bench-cp
+bench-precision: configure
+	cmake --build $(BUILD) --target bench-precision
 
 # The kit's step against the same model in eager PyTorch (transformers, on the same torch as the
 # build: Debian's PyTorch 1.13, or TORCH=pip's 2.x) in alternating rounds, task 1's BERT or

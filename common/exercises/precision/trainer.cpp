@@ -355,14 +355,21 @@ class PrecisionTrainer : public lm::GridTrainer {
     StepRecord record;
     record.scale = scale;
     int64_t nonzero = 0, flushed = 0, flushed_unscaled = 0;
-    // Each rank's gradient is its part of the global batch's (Note [The loss of a data-parallel
-    // step]): the fp16 sum over the ranks is the whole, no division needed.
+    // Note [An fp16 sum that cannot overflow]: each rank's gradient is its part of the global
+    // batch's (Note [The loss of a data-parallel step]), so the sum of the parts is the whole. Two
+    // finite fp16 parts can still sum past 65504, after every rank has found its own finite: so
+    // each part goes on the wire divided by the world size, as PyTorch DDP's fp16 compression hook
+    // sends it, and the sum of W parts of at most 65504 / W each is finite; the kit multiplies the
+    // unscaled sum back by W. (A check after the sum would catch it too, at the price of a skipped
+    // step; the scale that overflowed the sum at 2 ranks, 65536, trains here.)
+    const double world = static_cast<double>(world_.size());
     for (const torch::Tensor& g : grads) {
-      half.push_back(g.to(torch::kHalf));
-      const torch::Tensor nz = g.ne(0);
+      const torch::Tensor part = g / world;
+      half.push_back(part.to(torch::kHalf));
+      const torch::Tensor nz = part.ne(0);
       nonzero += nz.sum().item<int64_t>();
       flushed += (nz & half.back().eq(0)).sum().item<int64_t>();
-      flushed_unscaled += (nz & (g / scale).to(torch::kHalf).eq(0)).sum().item<int64_t>();
+      flushed_unscaled += (nz & (part / scale).to(torch::kHalf).eq(0)).sum().item<int64_t>();
     }
     record.flushed = nonzero ? static_cast<double>(flushed) / static_cast<double>(nonzero) : 0;
     record.flushed_unscaled = nonzero ? static_cast<double>(flushed_unscaled) / static_cast<double>(nonzero) : 0;
@@ -382,6 +389,10 @@ class PrecisionTrainer : public lm::GridTrainer {
         scaler_->unscale(half, masters_);
       } else {
         for (size_t i = 0; i < half.size(); ++i) masters_[i].mutable_grad().copy_(half[i]);
+      }
+      // Note [An fp16 sum that cannot overflow]: the parts went divided by the world size.
+      if (world > 1) {
+        for (const torch::Tensor& m : masters_) m.mutable_grad().mul_(world);
       }
     }
     if (scaler_) scaler_->update(skip);

@@ -30,9 +30,11 @@
 //         (fp16: loss * scaler.scale()).backward()
 //         bf16: accumulate_master_gradients(compute, masters)
 //     fp32, bf16: the masters' gradients summed over the ranks (one all-reduce, fp32)
-//     fp16: half = each gradient (this rank's part of the global batch's), in fp16
+//     fp16: half = each gradient (this rank's part of the global batch's) / world, in fp16
+//           (the sum of W parts of at most 65504 / W cannot overflow: PyTorch DDP's fp16 hook)
 //           overflow = scaler.found_overflow(half, world)   // the kit then checks every rank agrees
-//           unless overflow: half summed over the ranks (fp16); scaler.unscale(half, masters)
+//           unless overflow: half summed over the ranks (fp16); scaler.unscale(half, masters);
+//                            the masters' gradients times world
 //           scaler.update(overflow)
 //     unless skipped: clip, AdamW on the masters, the schedule's step
 #pragma once
@@ -121,14 +123,14 @@ class DynamicLossScaler {
   int64_t good_steps() const { return good_steps_; }
 
   // Part 3a. half_grads: this rank's fp16 gradients (scaled; its part of the global batch's
-  // gradient, Note [The loss of a data-parallel step]). Whether any rank's hold an inf or a NaN: this rank looks at its own, and the ranks of
+  // gradient, divided by the world size). Whether any rank's hold an inf or a NaN: this rank looks at its own, and the ranks of
   // `group` agree in one collective, so that every rank returns the same answer (a rank that
   // skipped alone would leave the others waiting in the gradients' all-reduce).
   bool found_overflow(const std::vector<torch::Tensor>& half_grads, dist::Group& group);
 
   // Part 3b. half_grads summed over the ranks (fp16, finite): into each master's fp32 gradient
-  // (master.grad(), defined by the kit), divided by the scale: the global batch's gradient,
-  // unscaled.
+  // (master.grad(), defined by the kit), divided by the scale. (The kit then multiplies by the
+  // world size: the global batch's gradient, unscaled.)
   void unscale(const std::vector<torch::Tensor>& half_grads, const std::vector<torch::Tensor>& masters) const;
 
   // Part 3c. After every step. overflow (the step was skipped): the scale times backoff_factor,
