@@ -114,7 +114,7 @@ std::string memory_line(const nlohmann::json& m) {
       line += fmt::format(", gradients {:.1f}, activations and the rest {:.1f} MiB", mib(m.at("gradient_bytes").at(0)),
                           mib(m.at("activations_and_rest_at_peak_bytes").at(0)));
     } else {
-      line += " MiB (gradients not measured: a sharded step)";
+      line += " MiB (gradients not measured: the step does not end in the kit's apply_update)";
     }
   }
   if (train.size() > 1) {
