@@ -16,6 +16,7 @@
 #include "dtlab/core/error.h"
 #include "dtlab/core/storage.h"
 #include "dtlab/dist/broadcast_state.h"
+#include "dtlab/dist/every_rank.h"
 #include "dtlab/lm/options.h"
 #include "dtlab/pipeline/stage_ranks.h"
 #include "dtlab/mesh/device_mesh.h"
@@ -286,14 +287,16 @@ class MeshTrainer : public lm::GridTrainer {
     // Per rank, per step (Note [The data group's traffic], Note [Each group's bytes]); the boundary
     // tensors' peaks over the steps; ZeRO-1's AdamW state, measured (Note [ZeRO-1 on the mesh]).
     const double steps = static_cast<double>(std::max<int64_t>(steps_, 1));
-    const std::vector<std::vector<double>> each = every_rank(
+    const std::vector<std::vector<double>> each = dist::every_rank(
+        mesh_.world(),
         {static_cast<double>(bytes), static_cast<double>(data_operations_) / steps,
          static_cast<double>(data_bytes_) / steps, static_cast<double>(tensor_all_reduces_) / steps,
          static_cast<double>(tensor_other_operations_) / steps, static_cast<double>(tensor_bytes_) / steps,
          static_cast<double>(norm_operations_) / steps, static_cast<double>(norm_bytes_) / steps,
          static_cast<double>(positions_) / steps, static_cast<double>(peak_stored_), static_cast<double>(peak_held_),
          static_cast<double>(peak_held_bytes_),
-         zero1_ ? static_cast<double>(shard::optimizer_state_bytes(*optimizer_)) : 0.0});
+         zero1_ ? static_cast<double>(shard::optimizer_state_bytes(*optimizer_)) : 0.0},
+        "mesh summary");
     const auto column = [&](size_t k) {
       std::vector<double> out;
       for (const std::vector<double>& row : each) out.push_back(row[k]);
@@ -350,19 +353,6 @@ class MeshTrainer : public lm::GridTrainer {
     return out;
   }
 
-  // Every rank's `mine` (the same length on every rank), row r rank r's: a collective.
-  std::vector<std::vector<double>> every_rank(const std::vector<double>& mine) {
-    dist::Group& world = mesh_.world();
-    const auto k = static_cast<int64_t>(mine.size());
-    torch::Tensor all = torch::zeros({world.size(), k}, torch::kFloat64);
-    for (int64_t i = 0; i < k; ++i) all[world.rank()][i] = mine[static_cast<size_t>(i)];
-    world.all_reduce(all, dist::ReduceOp::SUM, "mesh summary");
-    std::vector<std::vector<double>> rows(static_cast<size_t>(world.size()));
-    for (int r = 0; r < world.size(); ++r) {
-      for (int64_t i = 0; i < k; ++i) rows[static_cast<size_t>(r)].push_back(all[r][i].item<double>());
-    }
-    return rows;
-  }
 
   // The sends of the whole run, from the kit's log of this rank's operations (Note [The sends
   // measured] in mesh_trainer.h): for each kind, sends[kind][from][to] counts them, every rank's

@@ -13,6 +13,7 @@
 
 #include "dtlab/core/error.h"
 #include "dtlab/dist/all_reduce_tensors.h"
+#include "dtlab/dist/every_rank.h"
 #include "dtlab/report/tensor_bytes.h"
 #include "dtlab/tasks/precision.h"
 #include "dtlab/train/rank_dump.h"
@@ -220,19 +221,17 @@ class PrecisionTrainer : public lm::GridTrainer {
     for (const StepRecord& r : records_) {
       mine.insert(mine.end(), {r.scale, r.overflow ? 1.0 : 0.0, r.skipped ? 1.0 : 0.0, r.flushed, r.flushed_unscaled});
     }
-    torch::Tensor row = torch::tensor(mine, torch::kFloat64);
-    std::vector<torch::Tensor> rows = world_.all_gather(row, "precision summary");
+    const std::vector<std::vector<double>> rows = dist::every_rank(world_, mine, "precision summary");
     auto per_rank = [&](size_t at) {
       std::vector<double> v;
-      for (const torch::Tensor& r : rows) v.push_back(r[static_cast<int64_t>(at)].item<double>());
+      for (const std::vector<double>& r : rows) v.push_back(r[at]);
       return v;
     };
     auto per_rank_blocks = [&](size_t first) {
       std::vector<std::vector<double>> v;
-      for (const torch::Tensor& r : rows) {
-        std::vector<double> blocks;
-        for (int64_t i = 0; i < layers; ++i) blocks.push_back(r[static_cast<int64_t>(first + i)].item<double>());
-        v.push_back(blocks);
+      for (const std::vector<double>& r : rows) {
+        v.emplace_back(r.begin() + static_cast<std::ptrdiff_t>(first),
+                       r.begin() + static_cast<std::ptrdiff_t>(first + static_cast<size_t>(layers)));
       }
       return v;
     };
@@ -339,8 +338,12 @@ class PrecisionTrainer : public lm::GridTrainer {
     std::vector<torch::Tensor> grads;
     for (const torch::Tensor& p : masters_) {
       if (!p.grad().defined()) {
-        throw Error("a master weight has no gradient after the step's backward: every parameter takes part in every "
-                    "forward (did accumulate_master_gradients leave it out?)");
+        throw Error(std::string("a master weight has no gradient after the step's backward, though every parameter "
+                                "takes part in every forward") +
+                    (precision_ == Precision::kBf16 ? ": does accumulate_master_gradients give every master the "
+                                                      "gradient of its compute copy?"
+                                                    : ": does CheckpointedBlock::backward backpropagate through the "
+                                                      "recomputed block, so that its parameters get gradients?"));
       }
       grads.push_back(p.grad());
     }
@@ -403,10 +406,10 @@ class PrecisionTrainer : public lm::GridTrainer {
   // Note [Scaler's truth]: every rank's decision, gathered; an error on every rank when they differ.
   void check_agreement(int64_t step, bool skip) {
     if (world_.size() == 1) return;
-    const std::vector<torch::Tensor> all = world_.all_gather(torch::full({1}, skip ? 1.0f : 0.0f), "scaler decisions");
+    const std::vector<std::vector<double>> all = dist::every_rank(world_, {skip ? 1.0 : 0.0}, "scaler decisions");
     std::string skipping, stepping;
     for (size_t r = 0; r < all.size(); ++r) {
-      std::string& to = all[r].item<float>() > 0 ? skipping : stepping;
+      std::string& to = all[r][0] > 0 ? skipping : stepping;
       to += (to.empty() ? "" : ", ") + std::to_string(r);
     }
     if (!skipping.empty() && !stepping.empty()) {

@@ -7,6 +7,7 @@
 
 #include "dtlab/core/device.h"
 #include "dtlab/core/error.h"
+#include "dtlab/dist/every_rank.h"
 #include "dtlab/report/peak_flops.h"
 #include "dtlab/train/runtime.h"
 
@@ -36,14 +37,7 @@ namespace {
 
 // One row per rank of `mine`, gathered over the run's group (a collective; one process: its own).
 std::vector<std::vector<double>> every_rank(Run& run, const std::vector<double>& mine, const std::string& tag) {
-  if (!run.group) return {mine};
-  std::vector<std::vector<double>> ranks;
-  const torch::Tensor t = torch::tensor(mine, torch::kFloat64).to(run.device);
-  for (const torch::Tensor& r : run.group->all_gather(t, tag)) {
-    const torch::Tensor c = r.cpu();
-    ranks.push_back(std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel()));
-  }
-  return ranks;
+  return run.group ? dist::every_rank(*run.group, mine, tag) : std::vector<std::vector<double>>{mine};
 }
 
 // Column `at` of every rank's row, as byte counts (-1 where the kernel or the meter gave none).
@@ -80,9 +74,10 @@ nlohmann::json memory_section(Run& run) {
     m["parameter_bytes"] = column(ranks, 5);
     m["optimizer_state_bytes"] = column(ranks, 6);
     m["gradient_bytes"] = column(ranks, 7);
-    // What the peak held beyond those three: the activations the backward still needed, the
-    // batch, the step's temporaries and whatever else lived then (the data set's tensors among
-    // them). -1 where the gradients were not measured.
+    // The peak less those three: the activations the backward still needed, the batch, the step's
+    // temporaries and whatever else lived then (the data set's tensors among them). A lower bound
+    // of those: the peak may come before every gradient exists (they are allocated in backward)
+    // or, at step 1, before AdamW's moments. -1 where the gradients were not measured.
     nlohmann::json rest = nlohmann::json::array();
     for (const auto& r : ranks) {
       rest.push_back(r[7] < 0 ? int64_t{-1} : static_cast<int64_t>(r[4] - r[5] - r[6] - r[7]));
