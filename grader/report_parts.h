@@ -125,8 +125,11 @@ Figure zero_memory_figure(const Folder& f, const Provenance& pv, Plotter& plotte
 Figure cluster_zero_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure cluster_tp_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
 Figure cluster_mesh_figure(const Folder& f, const Provenance& pv, Plotter& plotter, Table& table);
-// Each graded exercise's memory and compute (report_memory.cpp): of its runs that measured them,
+// Each graded exercise's memory and compute (report_memory.cpp, table and figure): of its runs that measured them,
 // the one of the most ranks; graded: the exercises the grading graded (nullopt: all).
 Table memory_compute_table(const Folder& f, const std::optional<std::vector<std::string>>& graded);
+// Figure 19: the same runs' memory, one bar a rank.
+Figure exercise_memory_figure(const Folder& f, const Provenance& pv, Plotter& plotter,
+                              const std::optional<std::vector<std::string>>& graded);
 
 }  // namespace dtlab::grader::report_parts

@@ -34,7 +34,8 @@ const fs::path kSample = fs::path(DTLAB_SOURCE_DIR) / "tests" / "data" / "grade-
 const fs::path kPlots = fs::path(DTLAB_SOURCE_DIR) / "plots";
 const std::vector<std::string> kFigures = {"timing",      "losses",         "traffic",           "sweep",
                                            "dp_scaling",  "dp_epochs",      "pipeline_modes",    "pipeline_timeline",
-                                           "cluster",     "pp_timeline",    "pp_schedules",      "cluster_lm"};
+                                           "cluster",     "pp_timeline",    "pp_schedules",      "cluster_lm",
+                                           "exercise_memory"};
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -46,11 +47,44 @@ size_t count(const std::string& haystack, const std::string& needle) {
   return n;
 }
 
+// The memory section a run of `world` ranks gains in each copy (known numbers, so that figure 19's
+// data can be checked): rank r's tensors peak at 20 + r MB, of which parameters 4, gradients 4
+// (none measured in the task 1 runs, as the kit's task 1 step does not end in apply_update) and
+// AdamW's moments 8; its process held 300 MB after start-up and 350 + r in its steps.
+json memory_section(int world, bool gradients_measured) {
+  json m;
+  for (int r = 0; r < world; ++r) {
+    m["tensor_steps_peak_bytes"].push_back(20'000'000 + r * 1'000'000);
+    m["parameter_bytes"].push_back(4'000'000);
+    m["optimizer_state_bytes"].push_back(8'000'000);
+    m["gradient_bytes"].push_back(gradients_measured ? 4'000'000 : -1);
+    m["activations_and_rest_at_peak_bytes"].push_back(gradients_measured ? 4'000'000 + r * 1'000'000 : -1);
+    m["rss_after_startup_bytes"].push_back(300'000'000);
+    m["load_peak_rss_bytes"].push_back(320'000'000);
+    m["steps_peak_rss_bytes"].push_back(350'000'000 + r * 1'000'000);
+  }
+  m["peak_reset"] = true;
+  return m;
+}
+
 // A private copy of the stored folder, so a test can break it and the report lands in scratch.
+// The stored grading predates the runs' memory sections (99201ab): each run gains the one above.
 fs::path copy_sample(const std::string& name) {
   const fs::path dir = dtlab::test::fresh_temp_dir("report-" + name) / "results";
   fs::copy(kSample, dir, fs::copy_options::recursive);
   fs::remove_all(dir / "report");  // in case someone rendered into the stored folder
+  for (const auto& run : fs::directory_iterator(dir / "runs")) {
+    // Where the report reads it: beside run.json, else in the run's output folder.
+    fs::path results = run.path() / "results.json";
+    if (!fs::is_regular_file(results)) results = run.path() / "output" / "results.json";
+    if (!fs::is_regular_file(results)) continue;
+    const json record = dtlab::io::read_json_file(run.path() / "run.json");
+    json r = dtlab::io::read_json_file(results);
+    // The ranks as the report counts them: run.json's world_size, else the run's own.
+    const int world = record.value("world_size", r["environment"].value("world_size", 1));
+    r["memory"] = memory_section(world, record["exercise"] != "task1");
+    dtlab::io::write_file_atomically(results, r.dump());
+  }
   return dir;
 }
 
@@ -91,7 +125,9 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
       {"cluster", {"task 2a: gather/scatter", "2b: 2(n-1)/n S / rate", "on 4 emulated hosts"}},
       {"pp_timeline", {"GPipe: every forward, then every backward", "1F1B: warm-up", "2 stage ranks x 8 micro-batches"}},
       {"pp_schedules", {"Stored activations, stage 0", "GPipe", "1F1B", "(n-1)/(m+n-1)"}},
-      {"cluster_lm", {"dp: batch per host fixed", "predicted (sent)", "measured (eth0 tx)"}}};
+      {"cluster_lm", {"dp: batch per host fixed", "predicted (sent)", "measured (eth0 tx)"}},
+      {"exercise_memory", {"parameters", "gradients", "optimiser state", "the rest at the peak", "peak in the steps",
+                           "after start-up", "task2b 0", "task1 0"}}};
   const std::string md = dtlab::io::read_file(s.markdown);
   for (const std::string& name : kFigures) {
     const fs::path svg = results / "report" / "figures" / (name + ".svg");
@@ -106,6 +142,15 @@ TEST(Report, RendersEveryFigureFromAStoredResultsFolder) {
     EXPECT_TRUE(contains(md, "](figures/" + name + ".svg)")) << name;
   }
   for (int n = 1; n <= 12; ++n) EXPECT_TRUE(contains(md, fmt::format("**Figure {}. ", n))) << n;
+  EXPECT_TRUE(contains(md, "**Figure 19. ")) << md;
+  // Figure 19 and the memory table read each exercise's run of the most ranks, rank by rank; task 1's
+  // unmeasured gradients are among the rest (20 - 4 - 8 MB), and say "-" in the table.
+  const std::string memory = dtlab::io::read_file(results / "report" / "data" / "exercise_memory.dat");
+  EXPECT_TRUE(contains(memory, "\"task1 0\" 4.0000 NaN 8.0000 8.0000 20.0000 300.0000 350.0000  # runs/task1-losses-w1"))
+      << memory;
+  EXPECT_TRUE(contains(memory, "\"3\" 4.0000 4.0000 8.0000 7.0000 23.0000 300.0000 353.0000  # runs/task4-traffic-w4 rank 3"))
+      << memory;
+  EXPECT_TRUE(contains(md, "| task1 | task1-losses-w1 | 1 | 20.00 | 4.00 | - | 8.00 | 333.8 |")) << md;
 
   // The HTML stands alone: the SVGs pasted in, no XML prologue, no links to the files.
   const std::string html = dtlab::io::read_file(s.html);
@@ -239,7 +284,8 @@ TEST(Report, APartialGradingReportsOnlyWhatWasGraded) {
   const ReportSummary s = render(results);
   EXPECT_TRUE(s.notes.empty()) << joined(s.notes);
   const std::vector<fs::path> drawn = {results / "report" / "figures" / "timing.svg",
-                                       results / "report" / "figures" / "losses.svg"};
+                                       results / "report" / "figures" / "losses.svg",
+                                       results / "report" / "figures" / "exercise_memory.svg"};
   EXPECT_EQ(s.figures, drawn);
   const std::string md = dtlab::io::read_file(s.markdown), html = dtlab::io::read_file(s.html);
   for (const std::string& doc : {md, html}) {
@@ -290,7 +336,7 @@ TEST(Report, EveryFigureCarriesItsProvenance) {
       {"timing", "1, 2, 4 ranks"}, {"losses", "1, 4 ranks"}, {"traffic", "· 4 ranks ·"}, {"sweep", "· 2 ranks ·"},
       {"dp_scaling", "1, 2, 4 ranks"}, {"dp_epochs", "· 2 ranks ·"}, {"pipeline_modes", "· 1 rank ·"},
       {"pipeline_timeline", "· 1 rank ·"}, {"cluster", "· 4 ranks ·"}, {"pp_timeline", "· 2 ranks ·"},
-      {"pp_schedules", "· 2 ranks ·"}, {"cluster_lm", "1, 2, 4 ranks"}};
+      {"pp_schedules", "· 2 ranks ·"}, {"cluster_lm", "1, 2, 4 ranks"}, {"exercise_memory", "1, 4 ranks"}};
   for (const std::string& name : kFigures) {
     const std::string svg = dtlab::io::read_file(results / "report" / "figures" / (name + ".svg"));
     for (const std::string& fact : facts) EXPECT_TRUE(contains(svg, fact)) << name << ": " << fact;
