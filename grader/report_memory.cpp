@@ -1,9 +1,9 @@
 // The report's table and figure (19) of memory and compute: for each graded exercise, one of its
 // runs (the one of the most ranks that measured them): what its ranks' tensors took at the steps'
 // peak (the kit's counting allocator), their parameters, gradients (- where the step does not end
-// in the kit's apply_update: zero's sharded steps, task 1's own) and optimiser state, the most
-// resident memory a rank held in its steps, and the model FLOPs a second against the ranks'
-// measured peak (results.json's "memory" and "compute" sections, train/run.h).
+// in the kit's apply_update: task 1's own, and those of pp, zero, tp and the mesh) and optimiser
+// state, the most resident memory a rank held in its steps, and the model FLOPs a second against
+// the ranks' measured peak (results.json's "memory" and "compute" sections, train/run.h).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -113,7 +113,7 @@ Figure exercise_memory_figure(const Folder& f, const Provenance& pv, Plotter& pl
       "# position label parameters gradients optimiser_state rest_at_peak tensors_at_peak rss_after_startup "
       "rss_steps_peak  (NaN: not measured)\n";
   std::set<int> worlds;
-  std::string which;
+  std::string which, unmeasured;
   int position = 0;
   for (const auto& [name, run] : runs) {
     const json& r = run->results;
@@ -124,6 +124,7 @@ Figure exercise_memory_figure(const Folder& f, const Provenance& pv, Plotter& pl
       // Where the gradients were not measured their bytes are among "the rest": the peak less the
       // parameters and the optimiser state.
       const std::string gradients = rank_mb(r, {"memory", "gradient_bytes"}, at);
+      if (rank == 0 && gradients == "NaN") unmeasured += (unmeasured.empty() ? "" : ", ") + name;
       const json* rest = find(r, {"memory", "activations_and_rest_at_peak_bytes"});
       std::string rest_mb = rank_mb(r, {"memory", "activations_and_rest_at_peak_bytes"}, at);
       if (gradients == "NaN" || !rest) {
@@ -150,11 +151,12 @@ Figure exercise_memory_figure(const Folder& f, const Provenance& pv, Plotter& pl
       "Each exercise's run of the most ranks at the grading's sizes, one bar a rank. Above, the CPU tensors each "
       "rank held at its training steps' peak (the kit's counting allocator, report/tensor_bytes.h), stacked: its "
       "parameters, its gradients at the update, its optimiser state, and the rest alive at the peak (activations, "
-      "the batch, temporaries; a lower bound of those, as the peak may come before every gradient exists). Where a step does "
-      "not end in the kit's apply_update (zero's sharded steps, task 1's own) the gradients are not measured and are "
-      "among the rest. Below, the most resident memory each rank's process held in its steps (its peak RSS, reset "
-      "after loading), split at what it held after start-up (LibTorch, the data, the model): what the figures "
+      "the batch, temporaries; a lower bound of those, as the peak may come before every gradient exists).{} Below, "
+      "the most resident memory each rank's process held in its steps (its peak RSS, reset after loading), split at what it held after start-up (LibTorch, the data, the model): what the figures "
       "above are beside. The runs: {}.",
+      unmeasured.empty() ? ""
+                         : fmt::format(" Where a step does not end in the kit's apply_update ({}) its gradients are not "
+                                       "measured and are among the rest.", unmeasured),
       which);
   return fig;
 }
