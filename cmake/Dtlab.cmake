@@ -50,11 +50,12 @@ function(dtlab_precompiled_header target)
   endif()
 endfunction()
 
-# Note [The kit at -O2]: in an optimised build, code that includes LibTorch (the kit's library,
-# the exercises, drivers, grader, tools) compiles at -O2, as Debian builds its packages, not at
-# the Release type's -O3; the LibTorch-free foundation (the tokenizers' and readers' loops, the
-# AdamW kernel: the kit's own hot loops) keeps -O3, and the suites' own code -O1 (Note [Tests at
-# -O1]). What -O3 adds over -O2 (more aggressive inlining, loop unrolling and versioning,
+# Note [The kit at -O2]: in an optimised build, code that includes LibTorch (dtlab_common, the
+# exercises, drivers, the grader's checks, tools: every target of dtlab_target_defaults) compiles
+# at -O2, as Debian builds its packages, not at the Release type's -O3; the LibTorch-free
+# libraries of dtlab_no_torch_defaults (the foundation, with the kit's own hot loops: tokenizers,
+# readers, the AdamW kernel; the grader's base) keep -O3, and the suites' own code -O1 (Note
+# [Tests at -O1]). What -O3 adds over -O2 (more aggressive inlining, loop unrolling and versioning,
 # vectorising by a costlier model) buys nothing in code whose time is in LibTorch's kernels and
 # dispatcher, and costs compile time in the units that instantiate LibTorch's templates: the same
 # unit compiled at -O3 and -O2 in alternating rounds, docs/MEASUREMENTS.md ("CI's budget"). No
@@ -83,8 +84,9 @@ endfunction()
 
 # Note [Tests at -O1]: the suites' own code (the test files, compiled into tests/*_test and the
 # unit-test binaries) is compiled at -O1 in an optimised build, the kit and the exercises at -O2
-# (Note [The kit at -O2]), the foundation at the build type's level (-O3 in Release). A suite's time is in what it calls: LibTorch's kernels, the
-# kit's library and the programs it starts, none of which this touches; the test bodies are
+# (Note [The kit at -O2]), the LibTorch-free libraries at the build type's level (-O3 in Release).
+# A suite's time is in what it calls: LibTorch's kernels, the kit's library and the programs it
+# starts, none of which this touches; the test bodies are
 # GoogleTest's macros around those calls, which GCC spends long optimising at -O3: a unit-test
 # batch compiles in 31.9 s at -O3 and 20.7 s at -O1 alone, and the suites' 29 compiles take 208 s
 # of a build's wall at -O3 against 116-121 s at -O1 (docs/MEASUREMENTS.md, "CI's budget"). -O1

@@ -27,15 +27,15 @@ std::optional<double> most(const json& results, std::initializer_list<const char
   return m >= 0 ? std::optional<double>(m) : std::nullopt;
 }
 
-std::optional<double> first(const json& results, std::initializer_list<const char*> keys) {
+// Rank r's entry of a per-rank array of byte counts; nullopt where it is missing or -1, "not
+// measured" (the gradients where the step does not end in apply_update, train/run.h).
+std::optional<double> at_rank(const json& results, std::initializer_list<const char*> keys, size_t r) {
   const json* values = find(results, keys);
-  if (!values || !values->is_array() || values->empty() || !values->at(0).is_number()) return std::nullopt;
-  return values->at(0).get<double>();
-}
-
-// -1 is "not measured" (gradients where the step does not end in apply_update, train/run.h).
-std::optional<double> nonnegative(const std::optional<double>& v) {
-  return v && *v >= 0 ? v : std::nullopt;
+  if (!values || !values->is_array() || r >= values->size() || !(*values)[r].is_number() ||
+      (*values)[r].get<double>() < 0) {
+    return std::nullopt;
+  }
+  return (*values)[r].get<double>();
 }
 
 std::string mb(const std::optional<double>& bytes) { return bytes ? fmt::format("{:.2f}", *bytes / 1e6) : "-"; }
@@ -59,16 +59,8 @@ std::vector<std::pair<std::string, const Run*>> measured_runs(const Folder& f,
   return runs;
 }
 
-// Rank r's entry of a per-rank array of byte counts, in MB; NaN where it is missing or -1 (not
-// measured), which gnuplot leaves out.
-std::string rank_mb(const json& results, std::initializer_list<const char*> keys, size_t r) {
-  const json* values = find(results, keys);
-  if (!values || !values->is_array() || r >= values->size() || !(*values)[r].is_number() ||
-      (*values)[r].get<double>() < 0) {
-    return "NaN";
-  }
-  return fmt::format("{:.4f}", (*values)[r].get<double>() / 1e6);
-}
+// Bytes as MB for a figure's data; NaN (which gnuplot leaves out) where not measured.
+std::string data_mb(const std::optional<double>& bytes) { return bytes ? fmt::format("{:.4f}", *bytes / 1e6) : "NaN"; }
 
 }  // namespace
 
@@ -88,9 +80,9 @@ Table memory_compute_table(const Folder& f, const std::optional<std::vector<std:
     const std::optional<double> flops = number(r, {"compute", "model_flops_per_second"});
     const std::optional<double> rss = most(r, {"memory", "steps_peak_rss_bytes"});
     table.rows.push_back({name, run->id, std::to_string(run->world),
-                          mb(most(r, {"memory", "tensor_steps_peak_bytes"})), mb(first(r, {"memory", "parameter_bytes"})),
-                          mb(nonnegative(first(r, {"memory", "gradient_bytes"}))),
-                          mb(first(r, {"memory", "optimizer_state_bytes"})),
+                          mb(most(r, {"memory", "tensor_steps_peak_bytes"})), mb(at_rank(r, {"memory", "parameter_bytes"}, 0)),
+                          mb(at_rank(r, {"memory", "gradient_bytes"}, 0)),
+                          mb(at_rank(r, {"memory", "optimizer_state_bytes"}, 0)),
                           rss ? fmt::format("{:.1f}", *rss / (1 << 20)) : "-",
                           flops ? fmt::format("{:.2f}", *flops / 1e9) : "-",
                           mfu ? fmt::format("{:.1f}%", 100 * *mfu) : "-"});
@@ -121,26 +113,18 @@ Figure exercise_memory_figure(const Folder& f, const Provenance& pv, Plotter& pl
     which += fmt::format("{}{} runs/{}", which.empty() ? "" : ", ", name, run->id);
     for (int rank = 0; rank < run->world; ++rank) {
       const size_t at = static_cast<size_t>(rank);
-      // Where the gradients were not measured their bytes are among "the rest": the peak less the
+      auto bytes = [&](const char* key) { return at_rank(r, {"memory", key}, at); };
+      const std::optional<double> parameters = bytes("parameter_bytes"), gradients = bytes("gradient_bytes"),
+                                  state = bytes("optimizer_state_bytes"), peak = bytes("tensor_steps_peak_bytes");
+      if (rank == 0 && !gradients) unmeasured += (unmeasured.empty() ? "" : ", ") + name;
+      // Where the gradients were not measured their bytes are among the rest: the peak less the
       // parameters and the optimiser state.
-      const std::string gradients = rank_mb(r, {"memory", "gradient_bytes"}, at);
-      if (rank == 0 && gradients == "NaN") unmeasured += (unmeasured.empty() ? "" : ", ") + name;
-      const json* rest = find(r, {"memory", "activations_and_rest_at_peak_bytes"});
-      std::string rest_mb = rank_mb(r, {"memory", "activations_and_rest_at_peak_bytes"}, at);
-      if (gradients == "NaN" || !rest) {
-        const std::string peak = rank_mb(r, {"memory", "tensor_steps_peak_bytes"}, at);
-        const std::string params = rank_mb(r, {"memory", "parameter_bytes"}, at);
-        const std::string state = rank_mb(r, {"memory", "optimizer_state_bytes"}, at);
-        rest_mb = peak == "NaN" || params == "NaN" || state == "NaN"
-                      ? "NaN"
-                      : fmt::format("{:.4f}", std::max(0.0, std::stod(peak) - std::stod(params) - std::stod(state)));
-      }
+      std::optional<double> rest = bytes("activations_and_rest_at_peak_bytes");
+      if (!gradients && peak && parameters && state) rest = std::max(0.0, *peak - *parameters - *state);
       data += fmt::format("{} \"{}\" {} {} {} {} {} {} {}  # runs/{} rank {}\n", position,
-                          rank == 0 ? name + " 0" : std::to_string(rank), rank_mb(r, {"memory", "parameter_bytes"}, at),
-                          gradients, rank_mb(r, {"memory", "optimizer_state_bytes"}, at), rest_mb,
-                          rank_mb(r, {"memory", "tensor_steps_peak_bytes"}, at),
-                          rank_mb(r, {"memory", "rss_after_startup_bytes"}, at),
-                          rank_mb(r, {"memory", "steps_peak_rss_bytes"}, at), run->id, rank);
+                          rank == 0 ? name + " 0" : std::to_string(rank), data_mb(parameters), data_mb(gradients),
+                          data_mb(state), data_mb(rest), data_mb(peak), data_mb(bytes("rss_after_startup_bytes")),
+                          data_mb(bytes("steps_peak_rss_bytes")), run->id, rank);
       ++position;
     }
     ++position;  // the gap before the next exercise
@@ -152,8 +136,9 @@ Figure exercise_memory_figure(const Folder& f, const Provenance& pv, Plotter& pl
       "rank held at its training steps' peak (the kit's counting allocator, report/tensor_bytes.h), stacked: its "
       "parameters, its gradients at the update, its optimiser state, and the rest alive at the peak (activations, "
       "the batch, temporaries; a lower bound of those, as the peak may come before every gradient exists).{} Below, "
-      "the most resident memory each rank's process held in its steps (its peak RSS, reset after loading), split at what it held after start-up (LibTorch, the data, the model): what the figures "
-      "above are beside. The runs: {}.",
+      "the most resident memory each rank's process held in its steps (its peak RSS, reset after loading), split at "
+      "what it held after start-up (LibTorch, the data, the model): what the figures above are beside. The runs: "
+      "{}.",
       unmeasured.empty() ? ""
                          : fmt::format(" Where a step does not end in the kit's apply_update ({}) its gradients are not "
                                        "measured and are among the rest.", unmeasured),

@@ -373,6 +373,25 @@ TEST(Report, SaysWhichFigureIsMissingAndWhy) {
   EXPECT_TRUE(contains(html, "<b>Figure 1 (Time per iteration vs number of ranks) left out:</b>"));
 }
 
+// A grading made before the runs measured their memory (99201ab) has neither the table nor figure
+// 19, and the report says the figure is left out and why, rather than drawing empty bars.
+TEST(Report, AGradingWithoutMemorySectionsSaysFigure19IsLeftOut) {
+  const fs::path results = copy_sample("no-memory");
+  for (const auto& entry : fs::recursive_directory_iterator(results / "runs")) {
+    if (entry.path().filename() != "results.json") continue;
+    json r = dtlab::io::read_json_file(entry.path());
+    r.erase("memory");
+    dtlab::io::write_file_atomically(entry.path(), r.dump());
+  }
+  const ReportSummary s = render(results);
+  const std::string notes = joined(s.notes);
+  EXPECT_TRUE(std::regex_search(notes, std::regex("Figure 19 .* left out: no finished run .* measured its tensors")))
+      << notes;
+  EXPECT_FALSE(fs::exists(results / "report" / "figures" / "exercise_memory.svg"));
+  EXPECT_EQ(s.figures.size(), kFigures.size() - 1);
+  EXPECT_FALSE(contains(dtlab::io::read_file(s.markdown), "Memory and compute of each exercise"));
+}
+
 TEST(Report, LeavesOutARunThatDidNotFinishAndSaysSo) {
   const fs::path results = copy_sample("failed-run");
   const fs::path run = results / "runs" / "task3-bucket-cap25-w2";

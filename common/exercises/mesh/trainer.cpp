@@ -353,7 +353,6 @@ class MeshTrainer : public lm::GridTrainer {
     return out;
   }
 
-
   // The sends of the whole run, from the kit's log of this rank's operations (Note [The sends
   // measured] in mesh_trainer.h): for each kind, sends[kind][from][to] counts them, every rank's
   // rows summed over the world (a collective).
