@@ -17,9 +17,11 @@
 #    (-ffile-prefix-map, below): until they did, every unit-test batch missed in another clone, 11
 #    of 126 compiles that cost a warm build in a fresh clone about 100 s of its 158 (measured at
 #    bf89aef). What still misses there is build_paths.cpp (Note [Build paths]), by design;
-#  * the precompiled header: ccache caches the .gch itself and the units that -include it, with
+#  * the precompiled header: ccache caches the header itself and the units that use it, with
 #    the sloppiness its manual asks for (pch_defines, time_macros; include_file_mtime/ctime for
-#    files a fresh clone has just written);
+#    files a fresh clone has just written). Clang's header (the kit's compiler, Note [Clang for
+#    the kit]) names the build folder by its absolute path, so those units hit in the clone that
+#    compiled them, not in a clone elsewhere (Note [One precompiled header], cmake/Dtlab.cmake);
 #  * each build's hit rate: every compile appends to <build>/ccache-stats.log (stats_log), which
 #    scripts/build.sh empties before a build and summarises after it.
 #
@@ -29,7 +31,7 @@
 # do (a student's compile neither reads nor writes the instructor's cache).
 # The same text in every clone, cache or none: "tests/x_test.cpp", not "/home/me/dtlab/tests/...".
 add_compile_options(-ffile-prefix-map=${PROJECT_SOURCE_DIR}/=)
-# Clang (the ASan build's compiler, docs/SANITIZERS.md) writes the time of its build into a
+# Clang (the kit's compiler, Note [Clang for the kit]) writes the time of its build into a
 # precompiled header and checks it where the header is used: every rebuild of the header would be
 # a new input to every unit that includes it, and none would hit. ccache's manual asks for this.
 add_compile_options("$<$<CXX_COMPILER_ID:Clang>:SHELL:-Xclang -fno-pch-timestamp>")

@@ -47,7 +47,7 @@ if ((exercises)); then
     END { for (e in secs) printf "%s %.1f %.0f\n", e, count[e], secs[e] }' <(echo "$members") "$costs" 2>/dev/null || true)
   printf '%-10s %9s %12s %10s %12s\n' exercise compiles "compile s" "ctest runs" "ctest s"
   for t in $list; do
-    read -r count seconds < <(awk -F'\t' -v t="$t" '!/^#/ && ($4 ~ /\.(o|gch)$/) { last[$4] = ($2 - $1) / 1000 }
+    read -r count seconds < <(awk -F'\t' -v t="$t" '!/^#/ && ($4 ~ /\.(o|gch|pch)$/) { last[$4] = ($2 - $1) / 1000 }
       END {
         pattern = "(^|/)(" t "|" t "-solution|driver-" t "|kit-" t "|solution-" t "|" t "-mutants|" t "_[a-z_]*test)\\.dir/"
         for (o in last) if (o ~ pattern) { n++; s += last[o] }
@@ -61,12 +61,12 @@ fi
 if [[ -f $log ]]; then
   # Ninja appends a line per output built (v5: start end mtime output hash); the last line of an
   # output is its latest build. Only object files and precompiled headers are compiles.
-  awk -v n="$n" -F'\t' '!/^#/ && ($4 ~ /\.(o|gch)$/) { t[$4] = ($2 - $1) / 1000 }
+  awk -v n="$n" -F'\t' '!/^#/ && ($4 ~ /\.(o|gch|pch)$/) { t[$4] = ($2 - $1) / 1000 }
     END {
       for (o in t) { total += t[o]; count++ }
       printf "%s: %d compiles, %.0f s of compiling (both cores together: wall is about half)\n", FILENAME, count, total
     }' "$log"
-  awk -F'\t' '!/^#/ && ($4 ~ /\.(o|gch)$/) { t[$4] = ($2 - $1) / 1000 } END { for (o in t) printf "%8.1f s  %s\n", t[o], o }' \
+  awk -F'\t' '!/^#/ && ($4 ~ /\.(o|gch|pch)$/) { t[$4] = ($2 - $1) / 1000 } END { for (o in t) printf "%8.1f s  %s\n", t[o], o }' \
     "$log" | sort -rn | head -n "$n"
 fi
 if [[ -f $costs ]]; then

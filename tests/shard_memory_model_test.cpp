@@ -196,7 +196,8 @@ class Measured : public ::testing::TestWithParam<std::tuple<int, int>> {};
 // Two steps (a flat copy left over from the first would show in the second's samples) and every
 // rank's summary against the model of that rank.
 TEST_P(Measured, AsTheModelSays) {
-  const auto [zero_stage, world] = GetParam();
+  // Plain copies, not the structured binding itself: C++17 does not let a lambda capture one.
+  const int zero_stage = std::get<0>(GetParam()), world = std::get<1>(GetParam());
   const dtlab::shard::ModelUnits units = dtlab::shard::gpt2_units(odd_gpt2());
   dtlab::test::run_ranks(world, [&](dtlab::dist::Group& group) {
     auto model = build(odd_gpt2());

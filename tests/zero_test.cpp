@@ -283,7 +283,8 @@ dtlab::shard::MakeShardStrategy the_reference() {
 class Gpt2Stages : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(Gpt2Stages, TrainAsOneProcess) {
-  const auto [stage, world] = GetParam();
+  // Plain copies, not the structured binding itself: C++17 does not let a lambda capture one.
+  const int stage = std::get<0>(GetParam()), world = std::get<1>(GetParam());
   auto reference = gpt2();
   dtlab::train::TrainState one = gpt2_state(reference, dtlab::train::make_adamw(*reference, kOptions));
   std::vector<float> expected;
