@@ -162,7 +162,12 @@ set(DTLAB_TEST_TIMEOUT_SCALE 1 CACHE STRING "Multiplies every test's timeout (th
 # `ctest -L task1` selects them. OBJECTS: object libraries linked in (solution-T, kit-T of
 # dtlab_task), compiled once for the exercise and every suite that needs them.
 # NO_TORCH: the suite's sources include no LibTorch header (it starts the kit's programs and reads
-# what they write), so they compile without the precompiled header (Note [The foundation]).
+# what they write), so they compile without the precompiled header (Note [The foundation]), and
+# it links the foundation's tooling alone, so that LibTorch is not on its link line either: every
+# one of its ctest entries is a process of its own, and a process that loads LibTorch spends
+# about 0.6 s of CPU in LibTorch's start-up before its first line (`task2a --help`, on 1.13 and
+# on 2.15 with its CUDA half alike), which the grader's mutant suite alone, a hundred entries,
+# paid on each LibTorch. (A NO_TORCH suite that calls into the kit links dtlab_common itself.)
 # WHOLE: the suite is one ctest test (one process) instead of one per GoogleTest case: for unit
 # suites whose cases take milliseconds, where starting LibTorch for each case (~0.7 s) would
 # be most of ctest's time. Their output still names every case.
@@ -173,7 +178,7 @@ function(dtlab_test name)
   add_executable(${name} ${name}.cpp ${T_SOURCES} ${T_OBJECTS})
   if(T_NO_TORCH)
     dtlab_no_torch_defaults(${name})
-    target_link_libraries(${name} PRIVATE dtlab_tooling)
+    target_link_libraries(${name} PRIVATE dtlab_foundation_tooling dtlab_build_paths)
   else()
     dtlab_tool_defaults(${name})
   endif()
