@@ -15,7 +15,7 @@
 # GCC 12 and 15.9 s with clang 14 on 1.13, 27.4 s and 18.9 s on 2.15; the header itself 27.6 s and
 # 12.4 s, 40.1 s and 21.3 s. The whole 1.13 build from nothing (178 compiles, 2 at a time, no
 # cache): 1,772 s of compiling with GCC, 950 s with clang (docs/MEASUREMENTS.md, "CI's budget").
-# The suites' own batches (GoogleTest's macros at -O1, Note [Tests at -O1]) gain nothing; the
+# The suites' own batches (GoogleTest's macros at -O1, Note [Tests at -O1]) gain little; the
 # kit's LibTorch units take 0.45-0.75 of GCC's time. Both compilers use the same libstdc++ and
 # C++ ABI as the LibTorch they link, and neither may reorder floating-point arithmetic (no
 # -ffast-math; the AdamW loop keeps -ffp-contract=off, common/CMakeLists.txt). Their programs
