@@ -866,16 +866,17 @@ CompileResult run_compile(const Sandbox& sandbox, const CompileJail& jail, const
   if (!result.timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   // GCC's driver reports a stage that a signal ended ("... signal terminated program as"); the
   // driver itself may be the one signalled, as clang is (it assembles inside the driver's own
-  // process, so a file size limit stops the driver). Under bwrap the compiler is bwrap's child, and a child that a
-  // signal ended comes back as bwrap's exit status 128 + the signal. Either way the limits are named.
-  int signal = !result.timed_out && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  if (signal == 0 && sandbox.mode == SandboxMode::kBubblewrap && result.exit_code > 128 && result.exit_code <= 128 + 64) {
-    signal = result.exit_code - 128;
-  }
-  const bool signalled = signal != 0;
+  // process, so a file size limit stops the driver). Under bwrap the compiler is bwrap's child,
+  // and a child that a signal ended comes back as bwrap's exit status 128 + the signal. Either
+  // way the limits are named.
+  int stop_signal = !result.timed_out && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  const bool bwrap_says_signal = sandbox.mode == SandboxMode::kBubblewrap && result.exit_code > 128 &&
+                                 result.exit_code <= 128 + 64;
+  if (stop_signal == 0 && bwrap_says_signal) stop_signal = result.exit_code - 128;
+  const bool signalled = stop_signal != 0;
   if (result.timed_out || signalled || result.output.find("signal terminated program") != std::string::npos) {
     result.output += "\n[dtlab: the compile was stopped" +
-                     (signalled ? " by signal " + std::to_string(signal) : std::string()) +
+                     (signalled ? " by signal " + std::to_string(stop_signal) : std::string()) +
                      (result.timed_out ? " after " + fmt_seconds(limits.seconds) : std::string()) +
                      "; its limits: " + compile_limits_text(limits) + "]\n";
   }
