@@ -94,8 +94,9 @@ endfunction()
 # GoogleTest's macros around those calls, which GCC spends long optimising at -O3: a unit-test
 # batch compiles in 31.9 s at -O3 and 20.7 s at -O1 alone, and the suites' 29 compiles take 208 s
 # of a build's wall at -O3 against 116-121 s at -O1 (docs/MEASUREMENTS.md, "CI's budget"). -O1
-# keeps __OPTIMIZE__ defined as the library's precompiled header has it, so GCC still uses the
-# one header (-Winvalid-pch would say otherwise). The sanitizer builds are -O1 throughout.
+# keeps __OPTIMIZE__ defined as the library's precompiled header has it, so the one header still
+# serves (clang refuses a header whose __OPTIMIZE__ differs, as -O0 would make it; GCC's
+# -Winvalid-pch would say so). The sanitizer builds are -O1 throughout.
 function(dtlab_test_optimisation target)
   target_compile_options(${target} PRIVATE $<$<CONFIG:Release>:-O1>)
 endfunction()

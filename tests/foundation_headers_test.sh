@@ -4,7 +4,8 @@
 # headers each compile read (`ninja -t deps`, the compiler's own -MD list); a LibTorch header
 # (torch/, ATen/, c10/) in any of them fails the test and names the object and the header, and so
 # does a target this build configures with no object recorded (a renamed target would otherwise
-# pass unseen).
+# pass unseen). The programs of the suites among them must also need no LibTorch library at
+# start-up (below).
 # Usage: tests/foundation_headers_test.sh BUILD_DIR
 set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR}
@@ -39,5 +40,19 @@ for dir in "${targets[@]}"; do
 $bad"
   checked=$((checked + objects))
 done
-echo "foundation_headers_test: $checked compiles of $((${#targets[@]} - ${#absent[@]})) targets read no LibTorch header" \
-     "${absent[*]:+(not in this configuration: ${absent[*]})}"
+
+# The programs of NO_TORCH suites and foundation_tests link no LibTorch either (dtlab_test in
+# cmake/Dtlab.cmake): each of their ctest entries is a process, and loading LibTorch costs one
+# about 0.6 s of CPU before its first line. readelf names what a program needs at start-up.
+command -v readelf >/dev/null || fail "readelf is not installed (binutils)"
+programs=(foundation_tests data_parallel_test grader_mutants_test grader_hostile_test)
+linked=0
+for program in "${programs[@]}"; do
+  [[ -d $build/tests/CMakeFiles/$program.dir ]] || continue  # not in this configuration, as above
+  [[ -f $build/tests/$program ]] || fail "$build/tests/$program is not built: build it first"
+  needs=$(readelf -d "$build/tests/$program" | awk '/NEEDED/ && /lib(torch|c10)/ { print $NF }' | tr '\n' ' ')
+  [[ -z $needs ]] || fail "tests/$program is meant to link no LibTorch (dtlab_test's NO_TORCH), but needs $needs"
+  linked=$((linked + 1))
+done
+echo "foundation_headers_test: $checked compiles of $((${#targets[@]} - ${#absent[@]})) targets read no LibTorch header," \
+     "$linked programs need no LibTorch library${absent[*]:+ (not in this configuration: ${absent[*]})}"
