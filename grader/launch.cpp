@@ -14,10 +14,12 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "dtlab/core/error.h"
 #include "dtlab/tooling/process.h"
+#include "fork_ranks.h"
 
 namespace fs = std::filesystem;
 
@@ -33,12 +35,16 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// A rank in its own process group, its output truncated into log.
-pid_t spawn(const std::vector<std::string>& argv, const fs::path& log) {
+// How long a fork server may take to load its program (an ASan build of LibTorch's is slow).
+constexpr double kForkServerStartSeconds = 120;
+
+// A rank in its own process group, its output truncated into log: forked by the run's fork
+// server when there is one, else started.
+pid_t spawn(const std::vector<std::string>& argv, const fs::path& log, ForkServer* server) {
   const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) throw Error("cannot write " + log.string() + ": " + std::strerror(errno));
   try {
-    const pid_t pid = spawn_process(argv, out);
+    const pid_t pid = server ? server->fork_rank(argv, out) : spawn_process(argv, out);
     ::close(out);
     return pid;
   } catch (...) {
@@ -204,13 +210,25 @@ LaunchResult launch_ranks(const LaunchSpec& spec) {
   const auto start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
+  // Note [Ranks forked from one started program]: a server that cannot start leaves the ranks
+  // to be started one by one, as they were before it; why is in fork-server.log.
+  std::unique_ptr<ForkServer> server;
+  if (spec.fork_ranks && spec.hosts.empty() && links_fork_server(spec.binary)) {
+    const fs::path server_log = spec.log_dir / "fork-server.log";
+    try {
+      server = std::make_unique<ForkServer>(rank_command(spec, 0, result.port), server_log, kForkServerStartSeconds);
+    } catch (const std::exception& e) {
+      std::ofstream(server_log, std::ios::app) << "[dtlab launcher] every rank started by itself instead: " << e.what()
+                                               << "\n";
+    }
+  }
   std::vector<pid_t> pids;
   for (int r = 0; r < spec.world_size; ++r) {
     RankExit e;
     e.rank = r;
     e.log = spec.log_dir / ("rank" + std::to_string(r) + ".log");
     try {
-      pids.push_back(spawn(rank_command(spec, r, result.port), e.log));
+      pids.push_back(spawn(rank_command(spec, r, result.port), e.log, server.get()));
     } catch (...) {
       for (pid_t p : pids) ::kill(-p, SIGKILL);
       for (pid_t p : pids) ::waitpid(p, nullptr, 0);
@@ -218,6 +236,7 @@ LaunchResult launch_ranks(const LaunchSpec& spec) {
     }
     result.ranks.push_back(e);
   }
+  server.reset();  // every rank is forked: the server's memory is the machine's again
 
   Follower follow{result.ranks[0].log};
   std::vector<bool> done(pids.size(), false);

@@ -39,6 +39,9 @@ struct LaunchSpec {
   // Asked about four times a second while ranks run; an answer other than "" stops the run: every
   // rank is killed and the answer is the reason (the sandbox's process and memory limits).
   std::function<std::string()> watch;
+  // Note [Ranks forked from one started program] (dtlab/tooling/fork_server.h): local ranks of a
+  // program that links the fork server are forked from one start of it; false: each exec'd.
+  bool fork_ranks = true;
 };
 
 struct RankExit {

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "dtlab/core/error.h"
+#include "fork_ranks.h"
 #include "launch.h"
 #include "outcome.h"
 #include "runs.h"
@@ -32,6 +33,7 @@ int run_command(const RunFlags& f) {
   const bool traffic = exercise(f.exercise).kind == "traffic";  // takes its own batch sizes, no --do_train
   LaunchSpec spec;
   spec.binary = fs::absolute(exercise_binary(f.exercise, f.solutions));
+  spec.fork_ranks = fork_ranks_by_default();
   spec.world_size = distributed ? f.world : 1;
   spec.port = f.port;
   spec.log_dir = fs::path(f.out) / f.exercise;

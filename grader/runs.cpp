@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "dtlab/core/error.h"
+#include "fork_ranks.h"
 #include "dtlab/io/json_file.h"
 #include "reference_cache.h"
 
@@ -81,6 +82,7 @@ const Run& Runner::run(const RunRequest& request) {
 
   LaunchSpec spec;
   spec.binary = o.binaries.at(request.exercise);
+  spec.fork_ranks = fork_ranks_by_default();
   spec.world_size = request.world;
   spec.timeout_seconds = o.run_timeout;
   spec.grace_seconds = o.collective_timeout + kFailureGraceSeconds;

@@ -590,6 +590,7 @@ SandboxResult run_in_sandbox(const Sandbox& sandbox, const SandboxRun& run) {
                          {"stall_floor", run.spec.stall_floor_seconds},
                          {"stall_factor", run.spec.stall_factor},
                          {"kill_strays", sandbox.mode != SandboxMode::kNone},
+                         {"fork_ranks", run.spec.fork_ranks},
                          {"nproc", bwrap ? sandbox.limits.processes : 0},
                          {"max_processes", sandbox.mode == SandboxMode::kNone ? 1u << 30 : sandbox.limits.run_processes},
                          {"max_memory_bytes", sandbox.mode == SandboxMode::kNone ? 0 : sandbox.limits.memory_bytes},

@@ -242,6 +242,7 @@ int run(int status_fd, const nlohmann::json& spec_json) {
   spec.stall_floor_seconds = spec_json.value("stall_floor", 0.0);
   spec.stall_factor = spec_json.value("stall_factor", 4.0);
   spec.log_dir = scratch / "logs";
+  spec.fork_ranks = spec_json.value("fork_ranks", true);
   // A run's ranks never fork; a run that holds many processes is a fork bomb, which would starve
   // every rank of CPU until the deadline: stopped at once, as is one that holds too much memory.
   const size_t max_processes = spec_json.at("max_processes").get<size_t>();

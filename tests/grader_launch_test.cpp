@@ -4,9 +4,18 @@
 // grading machine. The ranks here are shell scripts that write heartbeats in the kit's layout.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <fstream>
+#include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "dtlab/io/file.h"
+#include "dtlab/tooling/build_paths.h"
+#include "fork_ranks.h"
 #include "launch.h"
 #include "outcome.h"
 #include "runs.h"
@@ -257,4 +266,137 @@ TEST(GraderHangVerdict, ARankTheOthersGaveUpOnIsNamedAloneWithTheirErrors) {
   EXPECT_NE(m.find("The other ranks gave up waiting for it"), std::string::npos) << m;
   EXPECT_NE(m.find("rank 2: exit code 4: task2b: distributed error: rank 2: all_reduce #42"), std::string::npos) << m;
   EXPECT_EQ(m.find("No rank was waiting"), std::string::npos) << m;
+}
+
+// Note [Ranks forked from one started program] (dtlab/tooling/fork_server.h).
+namespace {
+
+struct ProbeLine {
+  int rank = -1;
+  long started_as = 0, pid = 0, pgid = 0, ppid = 0;
+  std::string server_env;
+};
+
+// What tests/fork_probe.cpp said in its log.
+ProbeLine probe_line(const fs::path& log) {
+  std::istringstream in(dtlab::io::read_file(log));
+  ProbeLine p;
+  std::string word;
+  in >> word >> p.rank >> word >> p.started_as >> word >> p.pid >> word >> p.pgid >> word >> p.ppid >> word >>
+      p.server_env;
+  return p;
+}
+
+// fork_probe ranks: rank r exits with codes[r] after sleeping seconds[r]. Every rank takes the
+// same words (the lists), as the ranks of a run do; the probe picks its own entry by its rank.
+LaunchResult launch_probes(const fs::path& dir, const std::vector<int>& codes, const std::vector<double>& seconds,
+                           bool fork_ranks, double timeout = 30) {
+  std::string code_list, second_list;
+  for (size_t r = 0; r < codes.size(); ++r) {
+    code_list += (r ? "," : "") + std::to_string(codes[r]);
+    second_list += (r ? "," : "") + std::to_string(seconds[r]);
+  }
+  LaunchSpec spec;
+  spec.binary = DTLAB_PROGRAM("fork_probe");
+  spec.args = {"{rank}", code_list, second_list};
+  spec.world_size = static_cast<int>(codes.size());
+  spec.log_dir = dir;
+  spec.timeout_seconds = timeout;
+  spec.fork_ranks = fork_ranks;
+  return dtlab::grader::launch_ranks(spec);
+}
+
+bool alive(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0; }
+
+}  // namespace
+
+TEST(GraderForkRanks, RanksOfAProgramWithTheServerAreForkedFromOneStartEachItsOwnProcess) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("fork-ranks");
+  const LaunchResult r = launch_probes(dir, {0, 0, 0}, {0, 0, 0}, /*fork_ranks=*/true);
+  ASSERT_TRUE(r.all_ok());
+  std::set<long> pids;
+  long server = 0;
+  for (int rank = 0; rank < 3; ++rank) {
+    const ProbeLine p = probe_line(r.ranks[rank].log);
+    ASSERT_EQ(p.rank, rank) << dtlab::io::read_file(r.ranks[rank].log);
+    EXPECT_NE(p.started_as, p.pid) << "rank " << rank << " was exec'd, not forked";
+    if (rank == 0) server = p.started_as;
+    EXPECT_EQ(p.started_as, server) << "one server forks every rank of a run";
+    EXPECT_EQ(p.pgid, p.pid) << "rank " << rank << " is not in a process group of its own";
+    EXPECT_EQ(p.ppid, ::getpid()) << "rank " << rank << " was not re-parented to the launcher";
+    EXPECT_EQ(p.server_env, "unset") << "a rank must not be a server itself";
+    pids.insert(p.pid);
+  }
+  EXPECT_EQ(pids.size(), 3u);
+  EXPECT_FALSE(alive(server)) << "the fork server outlived its ranks' start";
+  EXPECT_FALSE(fs::exists(dir / "fork-server.log")) << "a server that said nothing leaves no log";
+}
+
+// The launcher times and judges forked ranks as it did exec'd ones: each exit code, a rank past
+// the deadline killed with its group.
+TEST(GraderForkRanks, ForkedRanksExitCodesAndTheDeadlineAreTheLaunchers) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("fork-ranks-exits");
+  const auto start = std::chrono::steady_clock::now();
+  const LaunchResult r = launch_probes(dir, {0, 7, 0}, {0, 0, 60}, /*fork_ranks=*/true, /*timeout=*/3);
+  EXPECT_LT(seconds_since(start), 20);
+  ASSERT_EQ(r.ranks.size(), 3u);
+  EXPECT_EQ(r.ranks[0].exit_code, 0);
+  EXPECT_FALSE(r.ranks[0].killed);
+  EXPECT_EQ(r.ranks[1].exit_code, 7);
+  EXPECT_TRUE(r.ranks[2].killed);
+  const ProbeLine sleeper = probe_line(r.ranks[2].log);
+  EXPECT_NE(sleeper.started_as, sleeper.pid);
+  EXPECT_FALSE(alive(sleeper.pid)) << "the rank killed at the deadline still runs";
+}
+
+// fork_ranks = false (DTLAB_EXEC_RANKS=1 in the grader): every rank exec'd, as before the server.
+TEST(GraderForkRanks, ExecRanksStartsEachRankByItself) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("exec-ranks");
+  const LaunchResult r = launch_probes(dir, {0, 0}, {0, 0}, /*fork_ranks=*/false);
+  ASSERT_TRUE(r.all_ok());
+  for (int rank = 0; rank < 2; ++rank) {
+    const ProbeLine p = probe_line(r.ranks[rank].log);
+    EXPECT_EQ(p.started_as, p.pid) << dtlab::io::read_file(r.ranks[rank].log);
+    EXPECT_EQ(p.pgid, p.pid);
+  }
+}
+
+// A server that cannot start leaves the ranks to be started one by one, and says why.
+TEST(GraderForkRanks, AServerThatCannotStartLeavesEachRankExecdAndSaysWhy) {
+  const fs::path dir = dtlab::test::fresh_temp_dir("fork-server-fails");
+  ::setenv("DTLAB_FORK_PROBE_SERVER_FAILS", "1", 1);
+  const LaunchResult r = launch_probes(dir, {0, 0}, {0, 0}, /*fork_ranks=*/true);
+  ::unsetenv("DTLAB_FORK_PROBE_SERVER_FAILS");
+  ASSERT_TRUE(r.all_ok());
+  for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(probe_line(r.ranks[rank].log).started_as, probe_line(r.ranks[rank].log).pid);
+  const std::string why = dtlab::io::read_file(dir / "fork-server.log");
+  EXPECT_NE(why.find("every rank started by itself instead"), std::string::npos) << why;
+  EXPECT_NE(why.find("exited with status 3"), std::string::npos) << why;
+}
+
+// Every program a grading starts as ranks links the server: each exercise's, its reference
+// solution's, its mutants' and the kit's reference run's. One that lost it would only be slower
+// (its ranks exec'd), which no other test would see.
+TEST(GraderForkRanks, EveryRankProgramOfTheBuildLinksTheServer) {
+  std::ifstream table(std::string(DTLAB_SOURCE_DIR) + "/exercises.txt");
+  ASSERT_TRUE(table);
+  std::vector<std::string> programs = {"dtlab-reference"};
+  for (std::string line; std::getline(table, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::string name = line.substr(0, line.find_first_of(" \t"));
+    for (const std::string& program : {name, name + "-solution", name + "-mutants"}) programs.push_back(program);
+  }
+  int checked = 0;
+  for (const auto& program : programs) {
+    const char* path = nullptr;
+    try {
+      path = DTLAB_PROGRAM(program.c_str());
+    } catch (const std::exception&) {  // no such program (task1 has no mutants)
+    }
+    if (!path || !*path) continue;  // or not in this build (a student kit has no -solution, no mutants)
+    EXPECT_TRUE(dtlab::grader::links_fork_server(path)) << program << " (" << path << ") does not link the fork server";
+    ++checked;
+  }
+  EXPECT_GE(checked, 14) << "the exercises and the reference run at least";
+  EXPECT_FALSE(dtlab::grader::links_fork_server("/bin/sh"));
 }
