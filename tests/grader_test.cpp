@@ -14,6 +14,7 @@
 #include "dtlab/tooling/process.h"
 #include "dtlab/io/file.h"
 #include "dtlab/io/json_file.h"
+#include "dtlab/tooling/fork_server.h"
 #include "process_test_util.h"
 #include "test_util.h"
 
@@ -411,4 +412,33 @@ TEST(Grader, PrintsEveryRanksCommandAndTheLaunchersLines) {
                              "torchrun --nnodes=N", "--no_python", "srun --ntasks=3", "mpirun -np 3"}) {
     EXPECT_NE(r.output.find(needle), std::string::npos) << needle << " missing from:\n" << r.output;
   }
+}
+
+// Note [Ranks forked from one started program] (dtlab/tooling/fork_server.h): every program a
+// grading starts as ranks links the fork server (its bytes hold the marker the launcher looks
+// for): each exercise's, its reference solution's, its mutants' and the kit's reference run's.
+// One that lost it would only be slower, its ranks exec'd one by one, which no other test sees.
+// Here and not in the unit suites: `make asan-unit` builds none of these programs.
+TEST(Grader, EveryRankProgramOfTheBuildLinksTheForkServer) {
+  std::ifstream table(std::string(DTLAB_SOURCE_DIR) + "/exercises.txt");
+  ASSERT_TRUE(table);
+  std::vector<std::string> programs = {"dtlab-reference"};
+  for (std::string line; std::getline(table, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::string name = line.substr(0, line.find_first_of(" \t"));
+    for (const std::string& program : {name, name + "-solution", name + "-mutants"}) programs.push_back(program);
+  }
+  int checked = 0;
+  for (const auto& program : programs) {
+    const char* path = nullptr;
+    try {
+      path = DTLAB_PROGRAM(program.c_str());
+    } catch (const std::exception&) {  // no such program (task1 has no mutants)
+    }
+    if (!path || !*path) continue;  // or not in this build (a student kit has no -solution, no mutants)
+    EXPECT_NE(dtlab::io::read_file(path).find(dtlab::fork_server::kMarker), std::string::npos)
+        << program << " (" << path << ") does not link the fork server";
+    ++checked;
+  }
+  EXPECT_GE(checked, 14) << "the exercises and the reference run at least";
 }
