@@ -105,6 +105,15 @@ ForkServer::ForkServer(const std::vector<std::string>& argv, const fs::path& log
   socket_ = fds[0];
   const std::string said = answer(start_seconds);
   if (said != "ready") {
+    // No destructor runs for a constructor that throws: end the server here.
+    ::close(socket_);
+    socket_ = -1;
+    if (pid_ > 0) {
+      ::kill(-pid_, SIGKILL);
+      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      pid_ = -1;
+    }
     std::ifstream in(log);
     std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (output.size() > 2000) output = output.substr(output.size() - 2000);
