@@ -102,10 +102,14 @@ function(dtlab_torch_cpu_target torch_dir)
   target_link_options(dtlab_torch INTERFACE -Wl,--disable-new-dtags)
 endfunction()
 
-# The CUDA half: libtorch_cuda.so and libc10_cuda.so, linked even where the kit calls nothing in
-# them (--no-as-needed, as the wheel's own torch_cuda_library does): loading libtorch_cuda.so is
-# what registers CUDA with LibTorch. The headers of CUDA and NCCL come from the venv's nvidia
-# wheels, which the wheel's libraries also load at run time (their RPATH names those folders).
+# The CUDA half: libtorch_cuda.so and libc10_cuda.so. Loading libtorch_cuda.so is what registers
+# CUDA with LibTorch, and it costs every process that loads it, GPU or not: so only the kit's
+# libdtlab_cuda_half.so links it (--no-as-needed, as the wheel's own torch_cuda_library does,
+# through dtlab_torch_cuda_half), and a program loads that where a GPU driver is (Note [The CUDA
+# half where a GPU is], common/include/dtlab/core/cuda_half.h). Its compile definitions
+# (USE_C10D_NCCL) are every target's, as the headers are. The headers of CUDA and NCCL come from
+# the venv's nvidia wheels, which the wheel's libraries also load at run time (their RPATH names
+# those folders).
 function(dtlab_torch_cuda_headers torch_dir out)
   get_filename_component(site_packages "${torch_dir}/.." ABSOLUTE)
   file(GLOB includes LIST_DIRECTORIES true "${site_packages}/nvidia/*/include")
@@ -154,12 +158,15 @@ function(dtlab_torch_cuda_target torch_dir targets_text cuda_includes)
   add_library(dtlab_c10_cuda SHARED IMPORTED GLOBAL)
   set_target_properties(dtlab_c10_cuda PROPERTIES IMPORTED_LOCATION "${torch_dir}/lib/libc10_cuda.so")
   target_include_directories(dtlab_torch SYSTEM INTERFACE ${cuda_includes})
-  target_link_libraries(dtlab_torch INTERFACE "-Wl,--no-as-needed" dtlab_torch_cuda dtlab_c10_cuda "-Wl,--as-needed")
+  target_compile_definitions(dtlab_torch INTERFACE ${definitions})
+  add_library(dtlab_torch_cuda_half INTERFACE)
+  target_link_libraries(dtlab_torch_cuda_half INTERFACE dtlab_torch "-Wl,--no-as-needed" dtlab_torch_cuda dtlab_c10_cuda
+                        "-Wl,--as-needed")
   # The linker looks for libtorch_cuda.so's own needs (libnccl, libcudnn, libcufile, ...) to
   # check the link; -rpath-link names the folders where the wheel's RPATH finds them at run time.
   file(GLOB cuda_libs LIST_DIRECTORIES true "${site_packages}/nvidia/*/lib")
   list(JOIN cuda_libs ":" rpath_link)
-  target_link_options(dtlab_torch INTERFACE "-Wl,-rpath-link,${torch_dir}/lib:${rpath_link}")
+  target_link_options(dtlab_torch_cuda_half INTERFACE "-Wl,-rpath-link,${torch_dir}/lib:${rpath_link}")
 endfunction()
 
 # Finds the LibTorch, defines dtlab_torch and sets, for the caller: DTLAB_TORCH_VERSION,
@@ -240,6 +247,13 @@ macro(dtlab_find_torch)
   endif()
   if(TARGET torch_cuda OR TARGET c10_cuda OR TARGET dtlab_torch_cuda)
     set(DTLAB_HAVE_CUDA yes)
+    # find_package's torch target links its CUDA half into every program: libdtlab_cuda_half.so
+    # links the same and is loaded everywhere (it then only brings the NCCL group's maker).
+    if(NOT TARGET dtlab_torch_cuda_half)
+      add_library(dtlab_torch_cuda_half INTERFACE)
+      target_link_libraries(dtlab_torch_cuda_half INTERFACE dtlab_torch)
+      set(DTLAB_CUDA_HALF_EVERYWHERE 1)
+    endif()
   endif()
   if(DTLAB_TORCH_RPATH)
     set(CMAKE_BUILD_RPATH "${DTLAB_TORCH_RPATH}")

@@ -1,7 +1,7 @@
 // The fork server every rank program links: Note [Ranks forked from one started program]
 // (dtlab/tooling/fork_server.h). Inert unless the launcher started this program as one.
 //
-// It runs as a constructor of priority 101: after every shared library's constructors (LibTorch's
+// It runs as a constructor of priority 102: after every shared library's constructors (LibTorch's
 // operator registrations, the expensive part of starting), before the executable's own (the kit's
 // and the student's globals, which every rank then builds for itself, as an exec'd one did). glibc
 // gives an executable's constructors main's argc, argv and environment; a rank overwrites argv's
@@ -120,7 +120,9 @@ pid_t fork_rank(char** argv, const std::vector<std::string>& args, int server_fd
 }
 
 // The server's loop; returns only in a rank. A server is never a rank itself: it _exits.
-__attribute__((constructor(101))) void serve_ranks_if_asked(int argc, char** argv, char** /*environment*/) {
+// 102: after the CUDA half's loader (101, Note [The CUDA half where a GPU is], core/cuda_half.h),
+// so that where a GPU is the ranks inherit its load too.
+__attribute__((constructor(102))) void serve_ranks_if_asked(int argc, char** argv, char** /*environment*/) {
   const char* value = std::getenv(fork_server::kEnvironment);
   if (!value) return;
   const std::string setting = value;

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "dtlab/core/cuda_half.h"
 #include "dtlab/core/error.h"
 
 namespace dtlab {
@@ -13,15 +14,22 @@ namespace dtlab {
 CudaAvailability cuda_availability() {
   static const CudaAvailability answer = [] {
     CudaAvailability c;
-    // libc10_cuda registers CUDA's device guard when it loads: a LibTorch without CUDA has none.
+    // libc10_cuda registers CUDA's device guard when it loads: a LibTorch without CUDA has none,
+    // nor does a process that did not load the CUDA half (core/cuda_half.h).
     c.in_libtorch = c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA);
     if (c.in_libtorch) c.devices = static_cast<int>(torch::cuda::device_count());
+    const CudaHalf& half = cuda_half();
+    if (half.built && !half.loaded && !half.in_every_program) c.half_not_loaded = half.why_not;
     return c;
   }();
   return answer;
 }
 
 std::string why_no_cuda(const CudaAvailability& cuda) {
+  if (!cuda.in_libtorch && !cuda.half_not_loaded.empty()) {
+    // Note [The CUDA half where a GPU is] (core/cuda_half.h).
+    return "the CUDA half of this build (" DTLAB_TORCH_DESCRIPTION ") is not loaded: " + cuda.half_not_loaded;
+  }
   if (!cuda.in_libtorch) {
     return std::string("this build of dtlab has no CUDA (") + DTLAB_TORCH_DESCRIPTION +
            "): build it against a CUDA torch (docs/SETUP.md, A GPU node)";

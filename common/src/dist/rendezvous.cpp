@@ -4,9 +4,6 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef USE_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 #include <torch/version.h>
 #include <unistd.h>
 
@@ -21,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "dtlab/core/cuda_half.h"
 #include "dtlab/core/device.h"
 #include "dtlab/dist/detail/c10d.h"
 #include "dtlab/dist/detail/heartbeat.h"
@@ -246,11 +244,20 @@ c10::intrusive_ptr<C10dBackend> connect_backend(const c10::intrusive_ptr<c10d::S
   try {
     if (s.backend == "nccl") {
 #ifdef USE_C10D_NCCL
+      // ProcessGroupNCCL lives in LibTorch's CUDA half, which only libdtlab_cuda_half.so links
+      // (Note [The CUDA half where a GPU is], core/cuda_half.h).
+      using NcclGroupMaker = void (*)(const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds,
+                                      c10::intrusive_ptr<C10dBackend>&);
+      const auto make = reinterpret_cast<NcclGroupMaker>(cuda_half_symbol("dtlab_make_nccl_group"));
+      if (!make) {
+        throw DistError("--backend nccl: the CUDA half of this build is not loaded: " + cuda_half().why_not +
+                        "; use --backend gloo");
+      }
       report_nccl_errors_where_waited();
       use_device(device);
-      auto options = c10d::ProcessGroupNCCL::Options::create();
-      options->timeout = s.timeout;
-      return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, s.rank, s.world_size, options);
+      c10::intrusive_ptr<C10dBackend> group;
+      make(store, s.rank, s.world_size, s.timeout, group);
+      return group;
 #else
       throw DistError("--backend nccl: this LibTorch (" TORCH_VERSION ") was built without NCCL; "
                       "use --backend gloo, or build dtlab against a CUDA LibTorch (CMAKE_PREFIX_PATH)");

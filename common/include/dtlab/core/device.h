@@ -17,8 +17,9 @@ namespace dtlab {
 // - A pipeline's device numbers are CUDA indices where CUDA is present (several stages may share
 //   one GPU), and name CPU workers (threads) where it is not.
 // - CUDA is present when this LibTorch has CUDA (a build with the CUDA half of a pip torch;
-//   Debian's 1.13 and the CPU half have none) AND the process sees a GPU (a driver, and
-//   CUDA_VISIBLE_DEVICES not empty). Both are asked of LibTorch at run time, once.
+//   Debian's 1.13 and the CPU half have none), the process loaded it (where a GPU driver is:
+//   Note [The CUDA half where a GPU is], core/cuda_half.h) AND it sees a GPU (CUDA_VISIBLE_DEVICES
+//   not empty). Asked of LibTorch at run time, once.
 // - Every rank, stage and thread makes its device the current one (use_device) before its first
 //   CUDA call, so that NCCL's communicators and the caching allocator bind to the right GPU.
 //   Everything runs on each device's current (default) stream: a copy between devices orders
@@ -26,8 +27,10 @@ namespace dtlab {
 //   record_stream or events.
 
 struct CudaAvailability {
-  bool in_libtorch = false;  // this LibTorch registers CUDA (libtorch_cuda is linked)
+  bool in_libtorch = false;  // this LibTorch registers CUDA (its CUDA half is loaded)
   int devices = 0;           // GPUs this process sees
+  // Where the build has a CUDA half that this process did not load: why (core/cuda_half.h).
+  std::string half_not_loaded;
 };
 
 // This process's answer (asked of LibTorch once, then remembered).
