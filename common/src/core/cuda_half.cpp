@@ -6,8 +6,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <mutex>
+#include <string>
 
 namespace dtlab {
 namespace {
@@ -50,7 +50,6 @@ void decide_at_start() {
 #ifdef DTLAB_CUDA_HALF_EVERYWHERE
   s.in_every_program = true;
 #endif
-  if (!s.built) return;
   const char* asked = std::getenv("DTLAB_CUDA_HALF");
   const std::string setting = asked ? asked : "";
   if (!setting.empty() && setting != "load" && setting != "skip") {
@@ -58,6 +57,7 @@ void decide_at_start() {
                  setting.c_str());
     std::_Exit(2);
   }
+  if (!s.built) return;
   if (setting == "skip") {
     s.why_not = "DTLAB_CUDA_HALF=skip";
     return;
