@@ -13,7 +13,8 @@
 // Modes (`grader check --sandbox`, recorded in the grade's provenance):
 // - bwrap: Debian's bubblewrap. New user, PID, network, IPC, UTS and mount namespaces and a new
 //   session: only loopback (Gloo works, nothing else is reachable); a root of /usr, /etc, the
-//   fixtures and LibTorch's folders, read-only, and copies of the rank binary and of the files
+//   fixtures, LibTorch's folders and the build's lib/ (libdtlab_cuda_half.so alone), read-only,
+//   and copies of the rank binary and of the files
 //   the run reads (a training order), taken from descriptors the grader opened, so they may lie
 //   where the sandbox uid cannot walk (a results folder of mode 0700); the scratch folder, /tmp
 //   and /dev/shm tmpfs of bounded size, / and /dev read-only (a tmpfs's pages are no process's
