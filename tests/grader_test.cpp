@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 
+#include "dtlab/core/cuda_half.h"
 #include "dtlab/core/device.h"
 #include "dtlab/tooling/process.h"
 #include "dtlab/io/file.h"
@@ -419,26 +420,50 @@ TEST(Grader, PrintsEveryRanksCommandAndTheLaunchersLines) {
 // for): each exercise's, its reference solution's, its mutants' and the kit's reference run's.
 // One that lost it would only be slower, its ranks exec'd one by one, which no other test sees.
 // Here and not in the unit suites: `make asan-unit` builds none of these programs.
-TEST(Grader, EveryRankProgramOfTheBuildLinksTheForkServer) {
+// Each rank program of this build: its name and path (each exercise's, its reference solution's,
+// its mutants', the kit's reference run's).
+std::vector<std::pair<std::string, std::string>> rank_programs_of_the_build() {
   std::ifstream table(std::string(DTLAB_SOURCE_DIR) + "/exercises.txt");
-  ASSERT_TRUE(table);
-  std::vector<std::string> programs = {"dtlab-reference"};
+  EXPECT_TRUE(table);
+  std::vector<std::string> names = {"dtlab-reference"};
   for (std::string line; std::getline(table, line);) {
     if (line.empty() || line[0] == '#') continue;
     const std::string name = line.substr(0, line.find_first_of(" \t"));
-    for (const std::string& program : {name, name + "-solution", name + "-mutants"}) programs.push_back(program);
+    for (const std::string& program : {name, name + "-solution", name + "-mutants"}) names.push_back(program);
   }
-  int checked = 0;
-  for (const auto& program : programs) {
+  std::vector<std::pair<std::string, std::string>> programs;
+  for (const auto& name : names) {
     const char* path = nullptr;
     try {
-      path = DTLAB_PROGRAM(program.c_str());
+      path = DTLAB_PROGRAM(name.c_str());
     } catch (const std::exception&) {  // no such program (task1 has no mutants)
     }
     if (!path || !*path) continue;  // or not in this build (a student kit has no -solution, no mutants)
+    programs.emplace_back(name, path);
+  }
+  return programs;
+}
+
+TEST(Grader, EveryRankProgramOfTheBuildLinksTheForkServer) {
+  const auto programs = rank_programs_of_the_build();
+  for (const auto& [program, path] : programs) {
     EXPECT_NE(dtlab::io::read_file(path).find(dtlab::fork_server::kMarker), std::string::npos)
         << program << " (" << path << ") does not link the fork server";
-    ++checked;
   }
-  EXPECT_GE(checked, 14) << "the exercises and the reference run at least";
+  EXPECT_GE(programs.size(), 14u) << "the exercises and the reference run at least";
+}
+
+// Note [The CUDA half where a GPU is] (core/cuda_half.h): every rank program holds the loader, so
+// that on a machine with a GPU its ranks load the CUDA half before LibTorch first asks for CUDA. One
+// that lost it would run on the CPU there, or refuse --backend nccl, and a machine without a GPU
+// (CI's) would never see it. The loader is the one part of a rank program that names the variable
+// (its bytes with the terminating NUL).
+TEST(Grader, EveryRankProgramOfTheBuildHoldsTheCudaHalfLoader) {
+  const auto programs = rank_programs_of_the_build();
+  const std::string name(dtlab::kCudaHalfVariable, sizeof dtlab::kCudaHalfVariable);  // with its NUL
+  for (const auto& [program, path] : programs) {
+    EXPECT_NE(dtlab::io::read_file(path).find(name), std::string::npos)
+        << program << " (" << path << ") does not hold the CUDA half's loader";
+  }
+  EXPECT_GE(programs.size(), 14u) << "the exercises and the reference run at least";
 }

@@ -50,10 +50,10 @@ void decide_at_start() {
 #ifdef DTLAB_CUDA_HALF_EVERYWHERE
   s.in_every_program = true;
 #endif
-  const char* asked = std::getenv("DTLAB_CUDA_HALF");
+  const char* asked = std::getenv(kCudaHalfVariable);
   const std::string setting = asked ? asked : "";
   if (!setting.empty() && setting != "load" && setting != "skip") {
-    std::fprintf(stderr, "DTLAB_CUDA_HALF=%s: expected load or skip (or unset: load where a GPU driver is)\n",
+    std::fprintf(stderr, "%s=%s: expected load or skip (or unset: load where a GPU driver is)\n", kCudaHalfVariable,
                  setting.c_str());
     std::_Exit(2);
   }

@@ -22,6 +22,10 @@ namespace dtlab {
 // - A machine without the driver cannot run CUDA whatever is loaded: it loses nothing, and
 //   why_no_cuda (core/device.h) says which of the two was missing.
 // - The sandbox mounts the library's own folder (build/lib, nothing else in it) read-only.
+// The variable that overrides the start-up's decision; a program whose bytes hold this name (with
+// its terminating NUL) links the loader, which is what a test of the build reads for.
+inline constexpr char kCudaHalfVariable[] = "DTLAB_CUDA_HALF";
+
 struct CudaHalf {
   bool built = false;   // this build has a CUDA half (DTLAB_HAVE_CUDA)
   bool loaded = false;  // this process loaded it
