@@ -18,9 +18,9 @@
 using dtlab::CudaAvailability;
 
 namespace {
-const CudaAvailability kNoCudaBuild{false, 0};
-const CudaAvailability kNoGpu{true, 0};
-const CudaAvailability kTwoGpus{true, 2};
+const CudaAvailability kNoCudaBuild{false, 0, ""};
+const CudaAvailability kNoGpu{true, 0, ""};
+const CudaAvailability kTwoGpus{true, 2, ""};
 const CudaAvailability kHalfNotLoaded{false, 0, "this machine has no NVIDIA driver (no /dev/nvidiactl)"};
 #ifdef USE_C10D_NCCL
 constexpr bool kNcclBuilt = true;
