@@ -157,6 +157,13 @@ std::vector<std::string> lm_equivalence_flags(int steps) {
           "--no_eval"};
 }
 
+int shared_run_steps(const Runner& runner, const std::vector<std::string>& full_readers, int loss_steps) {
+  for (const std::string& check : full_readers) {
+    if (runner.grades(check)) return loss_steps;
+  }
+  return kCountedSteps;
+}
+
 std::optional<RunRequest> gpt2_reference_request(Runner& runner, const ReadExamples& read, int steps,
                                                  Verdict* failure) {
   const std::optional<TrainOrder> order = union_order(runner, read, steps, failure);

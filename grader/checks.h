@@ -117,6 +117,15 @@ std::string first_items(const std::vector<int64_t>& values, size_t n = 5);
 // moment shows; `steps` steps; no evaluation.
 std::vector<std::string> lm_equivalence_flags(int steps);
 
+// Note [A run as long as its checks] (checks_glue.cpp), for GPT-2's losses runs that other checks
+// also read (the mesh's sends, traffic and memory; ZeRO's and TP's traffic and memory): such a run
+// trains `loss_steps` when this grading runs one of `full_readers` (the checks that compare its
+// losses, or that need its length, as TP's replicas do), else kCountedSteps. Those other checks read
+// what the kit counts a step (its totals divided by the steps it trained) and what a step held at
+// its peak; every step of these runs does the same work, so three steps show what twenty do.
+constexpr int kCountedSteps = 3;
+int shared_run_steps(const Runner& runner, const std::vector<std::string>& full_readers, int loss_steps);
+
 // When the ranks' gradient `got` is the reference's `want` times the world size or its inverse,
 // uniformly (every element, compare.h's scaled_residual under 1%), the usual cause; else "": a
 // gradient that differs in other ways (pieces in the wrong places, some parameters not averaged)

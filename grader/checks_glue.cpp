@@ -45,6 +45,11 @@ std::vector<std::string> equivalence_flags(const std::string& exercise, int step
 // step 1, since nothing before step 1's backward depends on how many steps follow (the learning
 // rate schedule acts only at the optimiser's step). What such a grading no longer sees is a run
 // that fails after step 1, which only the checks that read later steps are about.
+// GPT-2's exercises do the same with the losses runs their counting checks read (the mesh's sends,
+// traffic and memory; ZeRO's traffic; TP's memory and traffic): 20 steps where their losses are
+// compared in this grading, else 3 (shared_run_steps in checks.h). Those checks read means over
+// the steps and peaks of steps 2 on, the same at 3 steps as at 20, and a mistake made in every step
+// weighs more in a mean over 3.
 int losses_steps(const Runner& runner, int world) {
   return runner.grades(world == 1 ? "steps" : fmt::format("losses-{}", world)) ? kLossSteps : 1;
 }

@@ -43,9 +43,10 @@ using mesh::MeshShape;
 
 constexpr int kBatch = 16;  // pp's and tp's: one reference run serves all three
 constexpr int kLossSteps = 20;
-// Note [Each group's bytes]: per-step averages of whole bytes over 20 steps compared with the
-// prediction's arithmetic in another order, so equal up to rounding; the smallest mistake, one
-// float more in one step, is 0.2 bytes a step.
+// Note [Each group's bytes]: per-step averages of whole bytes over the run's steps (20, or 3 when
+// no losses are compared: losses_run_steps) compared with the prediction's arithmetic in another
+// order, so equal up to rounding; the smallest mistake, one float more in one step, is 0.2 bytes a
+// step over 20 steps (1.3 over 3).
 constexpr double kByteSlack = 0.01;
 
 struct Mesh {
@@ -83,11 +84,18 @@ RunRequest mesh_request(const std::string& e, const Mesh& m, int steps) {
           "mesh-" + purpose, m.world(), flags, steps == 1};
 }
 
-// The "mesh" section of the 20-step losses run at `m` (the sends and traffic checks read it), and
+// The steps of the losses run at `m`: 20 where this grading compares its losses, else the few the
+// sends, traffic and memory checks need (Note [A run as long as its checks], shared_run_steps).
+int losses_run_steps(const Runner& runner, const Mesh& m) {
+  const char* losses_check = m.zero1 ? "losses-zero1" : m.pipeline == kOdd.pipeline ? "losses-odd" : "losses";
+  return shared_run_steps(runner, {losses_check}, kLossSteps);
+}
+
+// The "mesh" section of the losses run at `m` (the sends and traffic checks read it), and
 // who it is; nullptr and the verdict when the run failed or wrote none.
 const nlohmann::json* losses_section(Runner& runner, const std::string& e, const Mesh& m, std::string* who,
                                      Verdict* failure) {
-  const Run& run = runner.run(mesh_request(e, m, kLossSteps));
+  const Run& run = runner.run(mesh_request(e, m, losses_run_steps(runner, m)));
   *who = fmt::format("{} at {}", e, m.label());
   if (run.failure) {
     *failure = *run.failure;
@@ -275,7 +283,7 @@ Verdict losses(Runner& runner, const std::string& e, const Mesh& m) {
   const Run* ref = kit_run(runner, {"reference-gpt2-pipeline", kReferenceGpt2, "pipeline-reference", 1,
                                     reference_flags(kLossSteps), false}, &failure);
   if (!ref) return failure;
-  const Run& run = runner.run(mesh_request(e, m, kLossSteps));
+  const Run& run = runner.run(mesh_request(e, m, losses_run_steps(runner, m)));
   if (run.failure) return *run.failure;
   const std::string later =
       std::string("Step 1 agrees, so an update differs. The clip (max norm 0.5 here) scales every gradient by the "
@@ -322,7 +330,7 @@ std::optional<Verdict> per_rank_all(const nlohmann::json& s, std::initializer_li
 Verdict losses_zero1(Runner& runner, const std::string& e) {
   Verdict v = losses(runner, e, kZero1);
   if (v.status != Status::kPassed) return v;
-  const Run& run = runner.run(mesh_request(e, kZero1, kLossSteps));
+  const Run& run = runner.run(mesh_request(e, kZero1, losses_run_steps(runner, kZero1)));
   const nlohmann::json* s = run.results.contains("mesh") ? &run.results["mesh"] : nullptr;
   const std::optional<std::vector<double>> state =
       s ? per_rank(*s, "zero1_optimizer_state_bytes", kZero1.world()) : std::nullopt;
@@ -609,7 +617,7 @@ Verdict memory(Runner& runner, const std::string& e) {
   const nlohmann::json* s = losses_section(runner, e, m, &who, &failure);
   if (!s) return failure;
   const nlohmann::json run_memory =
-      runner.run(mesh_request(e, m, kLossSteps)).results.value("memory", nlohmann::json::object());
+      runner.run(mesh_request(e, m, losses_run_steps(runner, m))).results.value("memory", nlohmann::json::object());
   const std::optional<Placed> placed = placed_of(*s, m);
   std::map<std::string, std::vector<double>> at;
   if (std::optional<Verdict> missing =

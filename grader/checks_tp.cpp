@@ -357,6 +357,13 @@ Verdict gradients(Runner& runner, const std::string& e, const Grid& g) {
                                         : std::string())};
 }
 
+// The steps of the losses run at `g`: 20 where this grading compares its losses or the replicas
+// (whose drift grows with the steps: Note [The replicas' tolerance]), else the few the memory and
+// traffic checks need (Note [A run as long as its checks], shared_run_steps).
+int losses_run_steps(const Runner& runner, const Grid& g) {
+  return shared_run_steps(runner, {g.world == g.tp ? "losses-2" : "losses-tp-dp", "replicas"}, kLossSteps);
+}
+
 const Run* reference_losses(Runner& runner, Verdict* failure) {
   return kit_run(runner, {"reference-gpt2-pipeline", kReferenceGpt2, "pipeline-reference", 1,
                           reference_flags(kLossSteps), false}, failure);
@@ -366,7 +373,7 @@ Verdict losses(Runner& runner, const std::string& e, const Grid& g) {
   Verdict failure;
   const Run* ref = reference_losses(runner, &failure);
   if (!ref) return failure;
-  const Run& run = runner.run(tp_request(e, g, kLossSteps));
+  const Run& run = runner.run(tp_request(e, g, losses_run_steps(runner, g)));
   if (run.failure) return *run.failure;
   const std::string who = fmt::format("{} at {}", e, g.label());
   // The classic mistake named: logits gathered whole before the vocabulary-parallel recipe count
@@ -397,7 +404,7 @@ using SectionCheck = std::function<std::optional<Verdict>(const Grid&, const nlo
 std::optional<Verdict> each_losses_run(Runner& runner, const std::string& e, const SectionCheck& check) {
   for (const Grid& g : kLossGrids) {
     Verdict failure;
-    const Run& run = runner.run(tp_request(e, g, kLossSteps));
+    const Run& run = runner.run(tp_request(e, g, losses_run_steps(runner, g)));
     if (run.failure) return *run.failure;
     const std::string who = fmt::format("{} at {}", e, g.label());
     const nlohmann::json* t = section(run, who, &failure);

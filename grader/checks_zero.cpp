@@ -69,10 +69,13 @@ const nlohmann::json* sharding(const Run& run, const std::string& who, Verdict* 
 
 int64_t bytes_of(const nlohmann::json& s, const char* key) { return s.value(key, int64_t{0}); }
 
-// The "sharding" section of the losses run of `stage` at 3 ranks (what the memory and traffic
-// checks read), or nullptr and the verdict.
+// The "sharding" section of the losses run of `stage` at 3 ranks (what the traffic check reads), or
+// nullptr and the verdict. It trains 20 steps where this grading compares its losses, else 3: the
+// bytes are a mean over the steps, and every step sends the same (Note [A run as long as its
+// checks], shared_run_steps).
 const nlohmann::json* losses_run_sharding(Runner& runner, const std::string& e, int stage, Verdict* failure) {
-  const Run& run = runner.run(zero_request(e, stage, kWorld, kLossSteps));
+  const int steps = shared_run_steps(runner, {fmt::format("losses-{}", stage)}, kLossSteps);
+  const Run& run = runner.run(zero_request(e, stage, kWorld, steps));
   if (run.failure) {
     *failure = *run.failure;
     return nullptr;
@@ -306,13 +309,13 @@ Verdict traffic(Runner& runner, const std::string& e) {
                                      : "a reduce-scatter of the gradient and an all-gather of the parameters",
                           traffic_cause(*s, sent, predicted))};
     }
-    summary += fmt::format("\n  {}: {:.0f} bytes per step, {:.2f} x the padded model ({} x (N-1)/N = {:.2f})",
-                           stage_name(stage), sent, sent / whole, stage == 3 ? 3 : 2,
+    summary += fmt::format("\n  {}: {:.0f} bytes per step over steps 1-{}, {:.2f} x the padded model ({} x (N-1)/N = "
+                           "{:.2f})", stage_name(stage), sent, s->value("steps", 0), sent / whole, stage == 3 ? 3 : 2,
                            (stage == 3 ? 3.0 : 2.0) * (kWorld - 1) / kWorld);
   }
-  return {Status::kPassed, fmt::format("{} at {} ranks, bytes rank 0 sent (the kit's log of its sends, steps 1-{}):{}"
+  return {Status::kPassed, fmt::format("{} at {} ranks, bytes rank 0 sent (the kit's log of its sends):{}"
                                        "\n  FSDP sends 1.5 times what ZeRO-1 and ZeRO-2 send, as all-reduce's "
-                                       "2(N-1)/N becomes 3(N-1)/N", e, kWorld, kLossSteps, summary)};
+                                       "2(N-1)/N becomes 3(N-1)/N", e, kWorld, summary)};
 }
 
 // Each stage at 1, 2 and 4 ranks for a few steps, beside the kit's replicated baseline (stage 0,

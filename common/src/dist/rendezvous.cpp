@@ -22,6 +22,7 @@
 #include "dtlab/core/device.h"
 #include "dtlab/dist/detail/c10d.h"
 #include "dtlab/dist/detail/heartbeat.h"
+#include "dtlab/dist/detail/nccl_group_maker.h"
 #include "dtlab/dist/group.h"
 #include "dtlab/dist/netdev.h"
 
@@ -246,9 +247,7 @@ c10::intrusive_ptr<C10dBackend> connect_backend(const c10::intrusive_ptr<c10d::S
 #ifdef USE_C10D_NCCL
       // ProcessGroupNCCL lives in LibTorch's CUDA half, which only libdtlab_cuda_half.so links
       // (Note [The CUDA half where a GPU is], core/cuda_half.h).
-      using NcclGroupMaker = void (*)(const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds,
-                                      c10::intrusive_ptr<C10dBackend>&);
-      const auto make = reinterpret_cast<NcclGroupMaker>(cuda_half_symbol("dtlab_make_nccl_group"));
+      const auto make = reinterpret_cast<detail::MakeNcclGroup*>(cuda_half_symbol(detail::kMakeNcclGroupSymbol));
       if (!make) {
         throw DistError("--backend nccl: the CUDA half of this build is not loaded: " + cuda_half().why_not +
                         "; use --backend gloo");

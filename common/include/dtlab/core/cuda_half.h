@@ -13,8 +13,10 @@ namespace dtlab {
 // the CUDA half costs about 0.3 s of CPU and 370 MB of address space a process, and a ctest pass
 // starts some 1,500 processes on machines that have no GPU. So no program links it: the kit's own
 // shared library libdtlab_cuda_half.so does (with the NCCL group's constructor, its only code),
-// and a constructor of every program that links dtlab_common loads it with dlopen before anything
-// else runs, where this machine has a GPU driver (/dev/nvidiactl; /dev/dxg under WSL), or where
+// and a constructor in every program that uses the kit's devices or process groups (core/device.cpp
+// and dist/rendezvous.cpp reference it, and so bring the loader's object out of dtlab_common; the
+// rank programs are held to it by Grader.EveryRankProgramOfTheBuildHoldsTheCudaHalfLoader) loads
+// it with dlopen before anything else runs, where this machine has a GPU driver (/dev/nvidiactl; /dev/dxg under WSL), or where
 // DTLAB_CUDA_HALF=load asks for it (DTLAB_CUDA_HALF=skip: never).
 // - Before anything else: LibTorch asks for its CUDA hooks once and keeps the answer (ATen's
 //   getCUDAHooks, "CUDA is permanently disabled for that copy of ATen"), and torch::manual_seed
