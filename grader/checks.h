@@ -122,7 +122,9 @@ std::vector<std::string> lm_equivalence_flags(int steps);
 // trains `loss_steps` when this grading runs one of `full_readers` (the checks that compare its
 // losses, or that need its length, as TP's replicas do), else kCountedSteps. Those other checks read
 // what the kit counts a step (its totals divided by the steps it trained) and what a step held at
-// its peak; every step of these runs does the same work, so three steps show what twenty do.
+// its peak; every step of these runs does the same work, so three steps show what twenty do. Three,
+// not fewer: the kit keeps the timeline of step 3 (pipeline/stage_ranks.cpp's kTimelineStep), after
+// the first steps' allocations, and TP's largest tensor is counted from step 2 on.
 constexpr int kCountedSteps = 3;
 int shared_run_steps(const Runner& runner, const std::vector<std::string>& full_readers, int loss_steps);
 

@@ -228,8 +228,12 @@ std::vector<std::string> grid_flags(const PpRun& p, int steps) {
   return flags;
 }
 
+// The run of `p`: 20 steps where this grading compares its losses, else the 3 the memory and order
+// checks read (the peaks of every step; the timeline and the order of sends of step 3, kept after
+// the first steps' allocations): Note [A run as long as its checks], shared_run_steps.
 const Run& run_of(Runner& runner, const std::string& e, const PpRun& p) {
-  return runner.run({e + "-" + p.id, e, "pp-" + p.id, p.world, grid_flags(p, kLossSteps), false});
+  const int steps = shared_run_steps(runner, {"losses-" + p.id}, kLossSteps);
+  return runner.run({e + "-" + p.id, e, "pp-" + p.id, p.world, grid_flags(p, steps), false});
 }
 
 Verdict losses(Runner& runner, const std::string& e, const PpRun& p) {
