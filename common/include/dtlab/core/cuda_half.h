@@ -16,8 +16,8 @@ namespace dtlab {
 // and a constructor in every program that uses the kit's devices or process groups (core/device.cpp
 // and dist/rendezvous.cpp reference it, and so bring the loader's object out of dtlab_common; the
 // rank programs are held to it by Grader.EveryRankProgramOfTheBuildHoldsTheCudaHalfLoader) loads
-// it with dlopen before anything else runs, where this machine has a GPU driver (/dev/nvidiactl; /dev/dxg under WSL), or where
-// DTLAB_CUDA_HALF=load asks for it (DTLAB_CUDA_HALF=skip: never).
+// it with dlopen before anything else runs, where this machine has a GPU driver (/dev/nvidiactl;
+// /dev/dxg under WSL), or where DTLAB_CUDA_HALF=load asks for it (DTLAB_CUDA_HALF=skip: never).
 // - Before anything else: LibTorch asks for its CUDA hooks once and keeps the answer (ATen's
 //   getCUDAHooks, "CUDA is permanently disabled for that copy of ATen"), and torch::manual_seed
 //   already asks. Priority 101, before the fork server's 102 (its ranks then inherit the load).
