@@ -53,6 +53,9 @@ struct Mesh {
   int data, pipeline, tensor;
   int micro_batches;  // more than the stages where 1F1B's bound must show (the memory check)
   bool zero1 = false;  // --zero_stage 1: ZeRO-1 over the data group (Note [ZeRO-1 on the mesh])
+  // The check that compares this mesh's losses: its run trains 20 steps only where that check is
+  // graded (losses_run_steps).
+  const char* losses_check = "losses";
   int world() const { return data * pipeline * tensor; }
   std::string label() const {
     return fmt::format("data {} x pipeline {} x tensor {} ({} ranks){}", data, pipeline, tensor, world(),
@@ -62,9 +65,9 @@ struct Mesh {
 
 constexpr Mesh kEven = {2, 2, 2, 2};
 // 4 micro-batches on 3 stages: 1F1B stores 3, 2 and 1 of them, GPipe (or a warm-up too long) more.
-constexpr Mesh kOdd = {1, 3, 2, 4};
+constexpr Mesh kOdd = {1, 3, 2, 4, false, "losses-odd"};
 // The even mesh with the optimiser's state sharded over its data group of 2 by the student's zero.
-constexpr Mesh kZero1 = {2, 2, 2, 2, true};
+constexpr Mesh kZero1 = {2, 2, 2, 2, true, "losses-zero1"};
 
 // The single-process flags of pp's and tp's checks (checks_tp.cpp): the same ids, the same runs.
 std::vector<std::string> reference_flags(int steps) {
@@ -87,8 +90,7 @@ RunRequest mesh_request(const std::string& e, const Mesh& m, int steps) {
 // The steps of the losses run at `m`: 20 where this grading compares its losses, else the few the
 // sends, traffic and memory checks need (Note [A run as long as its checks], shared_run_steps).
 int losses_run_steps(const Runner& runner, const Mesh& m) {
-  const char* losses_check = m.zero1 ? "losses-zero1" : m.pipeline == kOdd.pipeline ? "losses-odd" : "losses";
-  return shared_run_steps(runner, {losses_check}, kLossSteps);
+  return shared_run_steps(runner, {m.losses_check}, kLossSteps);
 }
 
 // The "mesh" section of the losses run at `m` (the sends and traffic checks read it), and
