@@ -416,11 +416,6 @@ TEST(Grader, PrintsEveryRanksCommandAndTheLaunchersLines) {
   }
 }
 
-// Note [Ranks forked from one started program] (dtlab/tooling/fork_server.h): every program a
-// grading starts as ranks links the fork server (its bytes hold the marker the launcher looks
-// for): each exercise's, its reference solution's, its mutants' and the kit's reference run's.
-// One that lost it would only be slower, its ranks exec'd one by one, which no other test sees.
-// Here and not in the unit suites: `make asan-unit` builds none of these programs.
 // Each rank program of this build: its name and path (each exercise's, its reference solution's,
 // its mutants', the kit's reference run's).
 std::vector<std::pair<std::string, std::string>> rank_programs_of_the_build() {
@@ -445,6 +440,11 @@ std::vector<std::pair<std::string, std::string>> rank_programs_of_the_build() {
   return programs;
 }
 
+// Note [Ranks forked from one started program] (dtlab/tooling/fork_server.h): every program a
+// grading starts as ranks links the fork server (its bytes hold the marker the launcher looks
+// for): each exercise's, its reference solution's, its mutants' and the kit's reference run's.
+// One that lost it would only be slower, its ranks exec'd one by one, which no other test sees.
+// Here and not in the unit suites: `make asan-unit` builds none of these programs.
 TEST(Grader, EveryRankProgramOfTheBuildLinksTheForkServer) {
   const auto programs = rank_programs_of_the_build();
   for (const auto& [program, path] : programs) {
