@@ -264,9 +264,9 @@ TEST_F(Faults, StoppedMasterIsReportedWithinTheTimeout) {
   Child waiting(flags(DTLAB_PROGRAM("task2b-solution"), port, 3, 1, {"--timeout", "6"}), log("rank1"));
   // Stopped once it serves the rendezvous (its store accepts) and rank 1 has had time to join. A
   // fixed wait stopped it before it listened where starting takes longer: under ThreadSanitizer,
-  // and on 1.13 beside two CPU-bound entries (Note [Tests that wait]), where 2.5 s once passed
-  // before rank 0 listened and rank 1 found no master at all. So it waits for the store as long
-  // as rank 1 itself tries to reach it (--timeout), and the bound is counted from the stop.
+  // and on 1.13 with two CPU-bound entries beside it, where 2.5 s once passed before rank 0
+  // listened and rank 1 found no master at all. So it waits for the store as long as rank 1
+  // itself tries to reach it (--timeout), and the bound is counted from the stop.
   const auto serving_by = steady_clock::now() + std::chrono::milliseconds(static_cast<long>(
                                                     kTimeout * dtlab::test::kSlowdown * 1000));
   while (!accepts_connections(port) && steady_clock::now() < serving_by) {
