@@ -234,7 +234,7 @@ Verdict losses_at(Runner& runner, const std::string& e, int world) {
 
 // Trains the fixture for 3 epochs at 2 ranks: the validation loss falls and BLEU rises. The
 // report plots both per epoch. The batch is the original's 32 pairs per rank (a global 64, at
-// twice the rate of the other checks' 32): half the steps and all-reduces of a global 32, so the
+// twice the learning rate of a global 32): half the steps and all-reduces of a global 32, so the
 // run, in every full grading, the demo and both test passes, takes about 35 s on 2 cores instead
 // of 48 s, and it still learns: validation loss 2.16 -> 1.12, BLEU 1.2 -> 66 (the global 32 at
 // 1e-3: 2.11 -> 0.75, 1.9 -> 94; docs/MEASUREMENTS.md, "dp's learning run").
@@ -304,7 +304,7 @@ std::vector<CheckSpec> lm_data_parallel_checks(const std::string& e) {
        [e](Runner& r) { return c::losses_at(r, e, 2); }},
       {e, "losses-4", "20 per-iteration losses equal single-process training within 1e-5 (4 ranks)", 3,
        [e](Runner& r) { return c::losses_at(r, e, 4); }},
-      {e, "learns", "trains 3 epochs at 2 ranks, 32 pairs each a step: validation loss falls, BLEU rises", 3,
+      {e, "learns", "trains 3 epochs at 2 ranks, 32 pairs per rank a step: validation loss falls, BLEU rises", 3,
        [e](Runner& r) { return c::learns(r, e); }},
       {e, "timing", "times --timing-iterations at 1, 2 and 4 ranks, batch per rank fixed and global batch fixed", 2,
        [e](Runner& r) { return c::timing(r, e); }},

@@ -182,6 +182,23 @@ TEST(StageRanks, TheSkeletonStopsAtItsFirstTodo) {
   }
 }
 
+// A probe runs on the intra-op threads asked (709587c: lm_main dispatched --probe before anything
+// applied --threads, so the grader's `--threads 1` was lost on every probe and LibTorch's default
+// team of one thread per core spun beside the other runs). Two counts, so the default cannot pass
+// for either on any machine.
+TEST(StageRanks, AProbeRunsOnTheThreadsAsked) {
+  for (const int threads : {1, 3}) {
+    dtlab::test::LmRanksOptions o;
+    o.threads = threads;
+    const PpRun r = dtlab::test::run_lm_ranks(DTLAB_PROGRAM("pp-solution"), fixture(),
+                                              "pp-probe-threads-" + std::to_string(threads), 1,
+                                              {"--probe", "schedules"}, o);
+    ASSERT_TRUE(r.ok()) << r.exits[0].describe();
+    ASSERT_TRUE(r.results.contains("threads")) << r.results.dump().substr(0, 300);
+    EXPECT_EQ(r.results.at("threads").get<int>(), threads);
+  }
+}
+
 // A protocol with blocking sends: 1F1B's steady state has stage 0 sending activation 1 while
 // stage 1 sends gradient 0, each before it receives. Both wait; the timeout names them.
 TEST(StageRanks, BlockingSendsDeadlockOneFOneBAndTheTimeoutNamesBothRanks) {

@@ -2,7 +2,10 @@
 // stage, and for arguments they must refuse, written to OUTPUT_DIR/results.json ({"exercise",
 // "probe", "result"}) for grader/checks_pp.cpp to judge (by simulation, pipeline/simulate.h). It
 // records; the grader decides what is right. A builder that throws for valid arguments is
-// recorded with its message, so one bad case does not hide the others.
+// recorded with its message, so one bad case does not hide the others. It also records the
+// intra-op threads it ran with ("threads"): a probe takes --threads as a training run does
+// (common/src/lm/run.cpp), which pp_test holds it to.
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -58,7 +61,8 @@ int run_probe(const lm::LmOptions& o) {
   if (o.probe != "schedules") throw Error("--probe " + o.probe + ": unknown (schedules)");
   fs::create_directories(o.output_dir);
   io::write_json_file(fs::path(o.output_dir) / "results.json",
-                      {{"exercise", "pp"}, {"probe", o.probe}, {"result", probe::schedules()}});
+                      {{"exercise", "pp"}, {"probe", o.probe}, {"threads", at::get_num_threads()},
+                       {"result", probe::schedules()}});
   fmt::print("probe {}: {}\n", o.probe, (fs::path(o.output_dir) / "results.json").string());
   return kExitOk;
 }
