@@ -44,8 +44,9 @@ inline LmRanksRun run_lm_ranks(const std::string& binary, const std::filesystem:
     std::vector<std::string> args = {binary, "--model_name_or_path", (fixture / "gpt2").string(), "--data_dir",
                                      (fixture / "translation").string(), "--dropout", o.dropout, "--learning_rate",
                                      "1e-3", "--max_grad_norm", "0.5", "--max_steps", std::to_string(o.steps),
-                                     "--no_eval", "--threads", std::to_string(o.threads), "--seed", "42", "--overwrite_output_dir",
-                                     "--output_dir", (dir / "out").string(), "--master_ip", "127.0.0.1",
+                                     "--no_eval", "--threads", std::to_string(o.threads), "--seed", "42",
+                                     "--overwrite_output_dir", "--output_dir", (dir / "out").string(),
+                                     "--master_ip", "127.0.0.1",
                                      "--master_port", port, "--world_size", std::to_string(world), "--local_rank",
                                      std::to_string(rank), "--timeout", std::to_string(o.timeout)};
     args.insert(args.end(), flags.begin(), flags.end());
