@@ -346,9 +346,17 @@ gpt2-real: configure
 	  --batch_size $(GPT2_BATCH) --learning_rate $(GPT2_LR) --num_epochs $(GPT2_EPOCHS) --seed $(SEED) \
 	  --threads $(GPT2_THREADS) --output_dir $(OUT)/gpt2-real --overwrite_output_dir $(ARGS)
 
+# Note [Tests that wait] (tests/CMakeLists.txt): ctest runs one CPU-bound entry per core (JOBS
+# cores in a resource spec, each entry takes one) and, beside them, up to two that mostly wait for
+# a timeout.
+CTEST_CORES = printf '{"version": {"major": 1, "minor": 0}, "local": [{"cores": [{"id": "0", "slots": %d}]}]}\n' \
+  $(JOBS) >$(BUILD)/ctest-cores.json
+CTEST_JOBS = -j $$(($(JOBS) + 2)) --resource-spec-file $(abspath $(BUILD))/ctest-cores.json
+
 # A test-T that finds no test under its label fails (--no-tests=error): it must never look green.
 $(EXERCISES:%=test-%): build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L '^$(@:test-%=%)$$' --no-tests=error
+	@$(CTEST_CORES)
+	ctest --test-dir $(BUILD) --output-on-failure $(CTEST_JOBS) -L '^$(@:test-%=%)$$' --no-tests=error
 
 # The contributors' fast loop (not CI's): the suites whose labels match the folders changed since
 # BASE (default main; uncommitted and untracked files count), as scripts/changed_labels.sh maps
@@ -356,12 +364,13 @@ $(EXERCISES:%=test-%): build
 # header of core/ runs every suite.
 BASE ?= main
 test-changed: build
+	@$(CTEST_CORES)
 	@labels=$$(scripts/changed_labels.sh $(BASE)) || exit $$?; \
 	if [ -z "$$labels" ]; then echo "test-changed: nothing changed since $(BASE) that a suite tests"; \
 	elif [ "$$labels" = ALL ]; then echo "test-changed: a change since $(BASE) reaches every suite: all of them"; \
-	  ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS); \
+	  ctest --test-dir $(BUILD) --output-on-failure $(CTEST_JOBS); \
 	else echo "test-changed: ctest -L '$$labels'"; \
-	  ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L "$$labels" --no-tests=error; fi
+	  ctest --test-dir $(BUILD) --output-on-failure $(CTEST_JOBS) -L "$$labels" --no-tests=error; fi
 
 # Grades everything, then renders the report even when a check failed, and exits with the
 # grading's status. It builds what the grading runs (the grader with the programs it starts, and
@@ -388,7 +397,8 @@ report:
 
 
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@$(CTEST_CORES)
+	ctest --test-dir $(BUILD) --output-on-failure $(CTEST_JOBS)
 
 # The benchmarks, the skeletons' generator and the release writer need solutions/: in a student
 # release they say so in one line instead of ninja's "unknown target".

@@ -158,7 +158,8 @@ endfunction()
 # timeout (DTLAB_TEST_TIMEOUT_SCALE: asan 3, tsan 6).
 set(DTLAB_TEST_TIMEOUT_SCALE 1 CACHE STRING "Multiplies every test's timeout (the sanitizer presets raise it)")
 
-# dtlab_test(name LABELS l1 [l2...] [SOURCES extra.cpp...] [OBJECTS lib...] [TIMEOUT s] [COST s] [RUN_SERIAL] [WHOLE] [NO_TORCH]):
+# dtlab_test(name LABELS l1 [l2...] [SOURCES extra.cpp...] [OBJECTS lib...] [TIMEOUT s] [COST s] [RUN_SERIAL] [WHOLE] [NO_TORCH]
+#            [WAITING test...]):
 # tests/name.cpp as a GoogleTest binary whose tests ctest discovers one by one, labelled so that
 # `ctest -L task1` selects them. OBJECTS: object libraries linked in (solution-T, kit-T of
 # dtlab_task), compiled once for the exercise and every suite that needs them.
@@ -172,8 +173,10 @@ set(DTLAB_TEST_TIMEOUT_SCALE 1 CACHE STRING "Multiplies every test's timeout (th
 # WHOLE: the suite is one ctest test (one process) instead of one per GoogleTest case: for unit
 # suites whose cases take milliseconds, where starting LibTorch for each case (~0.7 s) would
 # be most of ctest's time. Their output still names every case.
+# WAITING: the ctest names of this suite's entries that spend most of their time waiting for a
+# timeout (Note [Tests that wait], tests/CMakeLists.txt); every other entry takes one core.
 function(dtlab_test name)
-  cmake_parse_arguments(T "RUN_SERIAL;WHOLE;NO_TORCH" "TIMEOUT;COST" "LABELS;SOURCES;OBJECTS" ${ARGN})
+  cmake_parse_arguments(T "RUN_SERIAL;WHOLE;NO_TORCH" "TIMEOUT;COST" "LABELS;SOURCES;OBJECTS;WAITING" ${ARGN})
   list(APPEND T_LABELS ${DTLAB_TEST_EXTRA_LABELS})  # e.g. solutions (tests/CMakeLists.txt)
   list(TRANSFORM T_OBJECTS REPLACE "^(.+)$" "$<TARGET_OBJECTS:\\1>")
   add_executable(${name} ${name}.cpp ${T_SOURCES} ${T_OBJECTS})
@@ -205,6 +208,22 @@ function(dtlab_test name)
   # split into property name/value pairs and all but the first are lost.
   file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake"
     "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${T_LABELS}\" ENVIRONMENT \"${cache_env}\")\nendif()\n")
+  # Note [Tests that wait] (tests/CMakeLists.txt): each entry takes a core, but those WAITING.
+  set(cores "if(${name}_TESTS)\n  set(${name}_CORES \${${name}_TESTS})\n")
+  foreach(waiting IN LISTS T_WAITING)
+    # A parameterised case's ctest name goes on with "  # GetParam() = ...": matched as a prefix.
+    string(REPLACE "." "[.]" pattern "^${waiting}( |$)")
+    string(APPEND cores "  set(matched \${${name}_TESTS})\n"
+                        "  list(FILTER matched INCLUDE REGEX \"${pattern}\")\n"
+                        "  if(NOT matched)\n"
+                        "    message(WARNING \"${name}: WAITING names ${waiting}, which is not one of its tests\")\n"
+                        "  endif()\n"
+                        "  list(FILTER ${name}_CORES EXCLUDE REGEX \"${pattern}\")\n")
+  endforeach()
+  string(APPEND cores "  if(${name}_CORES)\n"
+                      "    set_tests_properties(\${${name}_CORES} PROPERTIES RESOURCE_GROUPS \"cores:1\")\n"
+                      "  endif()\nendif()\n")
+  file(APPEND "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake" "${cores}")
   # COST: Note [Test order] (tests/CMakeLists.txt).
   if(T_COST)
     file(APPEND "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake"
@@ -228,11 +247,11 @@ endfunction()
 # per case). A suite name defined in two files is a configure error, so that no case runs under
 # two entries.
 #
-# dtlab_unit_suite(NAME LABELS l1 [l2...] [TIMEOUT s] [FOUNDATION]) declares one; FOUNDATION puts
-# it in foundation_tests. dtlab_unit_tests() builds both binaries from every suite declared before
-# it.
+# dtlab_unit_suite(NAME LABELS l1 [l2...] [TIMEOUT s] [FOUNDATION] [WAITING]) declares one; FOUNDATION puts
+# it in foundation_tests; WAITING: its cases mostly wait for timeouts (Note [Tests that wait]).
+# dtlab_unit_tests() builds both binaries from every suite declared before it.
 function(dtlab_unit_suite name)
-  cmake_parse_arguments(T "FOUNDATION" "TIMEOUT" "LABELS" ${ARGN})
+  cmake_parse_arguments(T "FOUNDATION;WAITING" "TIMEOUT" "LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -281,6 +300,22 @@ function(dtlab_unit_suite name)
   add_test(NAME ${name} COMMAND ${binary} --gtest_filter=${filter})
   # "unit": every entry of the two binaries, the suites CI runs under the sanitizers (`make asan-unit`).
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "unit;${T_LABELS}")
+  if(T_WAITING)
+    set_property(GLOBAL APPEND PROPERTY DTLAB_WAITING_TESTS ${name})
+  endif()
+endfunction()
+
+# Note [Tests that wait] (tests/CMakeLists.txt): every test of this directory added by add_test
+# (the unit entries, WHOLE suites, scripts) takes one core, but those a unit suite declared WAITING.
+# Called once, after the directory's last test.
+function(dtlab_tests_take_a_core)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  get_property(waiting GLOBAL PROPERTY DTLAB_WAITING_TESTS)
+  foreach(t IN LISTS tests)
+    if(NOT t IN_LIST waiting)
+      set_tests_properties(${t} PROPERTIES RESOURCE_GROUPS "cores:1")
+    endif()
+  endforeach()
 endfunction()
 
 # A case that no entry selects (a TEST not at the start of its line) would never run: the entry

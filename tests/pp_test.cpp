@@ -201,9 +201,11 @@ TEST(StageRanks, AProbeRunsOnTheThreadsAsked) {
 
 // A protocol with blocking sends: 1F1B's steady state has stage 0 sending activation 1 while
 // stage 1 sends gradient 0, each before it receives. Both wait; the timeout names them.
+// --timeout 10: far above the seconds by which the two ranks' starts may differ beside CPU-bound
+// entries (the rendezvous waits --timeout too), and still far below the bound.
 TEST(StageRanks, BlockingSendsDeadlockOneFOneBAndTheTimeoutNamesBothRanks) {
   ::setenv("DTLAB_MUTANT", "blocking_send", 1);
-  const PpRun r = run_pp(DTLAB_PROGRAM("pp-mutants"), "blocking", 2, {"--stages", "2", "--micro_batches", "4"}, 3);
+  const PpRun r = run_pp(DTLAB_PROGRAM("pp-mutants"), "blocking", 2, {"--stages", "2", "--micro_batches", "4"}, 10);
   ::unsetenv("DTLAB_MUTANT");
   for (int rank = 0; rank < 2; ++rank) {
     const ChildExit& e = r.exits[static_cast<size_t>(rank)];
