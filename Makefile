@@ -348,15 +348,16 @@ gpt2-real: configure
 
 # Note [Tests that wait] (tests/CMakeLists.txt): ctest runs one CPU-bound entry per core (JOBS
 # cores in a resource spec, each entry takes one) and, beside them, up to two that mostly wait for
-# a timeout.
+# a timeout. $(call CTEST_CORES,FOLDER) writes the spec into a build folder; $(call
+# CTEST_JOBS,FOLDER) are ctest's flags that read it.
 CTEST_CORES = printf '{"version": {"major": 1, "minor": 0}, "local": [{"cores": [{"id": "0", "slots": %d}]}]}\n' \
-  $(JOBS) >$(BUILD)/ctest-cores.json
-CTEST_JOBS = -j $$(($(JOBS) + 2)) --resource-spec-file $(abspath $(BUILD))/ctest-cores.json
+  $(JOBS) >$(1)/ctest-cores.json
+CTEST_JOBS = -j $$(($(JOBS) + 2)) --resource-spec-file $(abspath $(1))/ctest-cores.json
 
 # A test-T that finds no test under its label fails (--no-tests=error): it must never look green.
 $(EXERCISES:%=test-%): build
-	@$(CTEST_CORES)
-	ctest --test-dir $(BUILD) --output-on-failure $(CTEST_JOBS) -L '^$(@:test-%=%)$$' --no-tests=error
+	@$(call CTEST_CORES,$(BUILD))
+	ctest --test-dir $(BUILD) --output-on-failure $(call CTEST_JOBS,$(BUILD)) -L '^$(@:test-%=%)$$' --no-tests=error
 
 # The contributors' fast loop (not CI's): the suites whose labels match the folders changed since
 # BASE (default main; uncommitted and untracked files count), as scripts/changed_labels.sh maps
@@ -364,13 +365,13 @@ $(EXERCISES:%=test-%): build
 # header of core/ runs every suite.
 BASE ?= main
 test-changed: build
-	@$(CTEST_CORES)
+	@$(call CTEST_CORES,$(BUILD))
 	@labels=$$(scripts/changed_labels.sh $(BASE)) || exit $$?; \
 	if [ -z "$$labels" ]; then echo "test-changed: nothing changed since $(BASE) that a suite tests"; \
 	elif [ "$$labels" = ALL ]; then echo "test-changed: a change since $(BASE) reaches every suite: all of them"; \
-	  ctest --test-dir $(BUILD) --output-on-failure $(CTEST_JOBS); \
+	  ctest --test-dir $(BUILD) --output-on-failure $(call CTEST_JOBS,$(BUILD)); \
 	else echo "test-changed: ctest -L '$$labels'"; \
-	  ctest --test-dir $(BUILD) --output-on-failure $(CTEST_JOBS) -L "$$labels" --no-tests=error; fi
+	  ctest --test-dir $(BUILD) --output-on-failure $(call CTEST_JOBS,$(BUILD)) -L "$$labels" --no-tests=error; fi
 
 # Grades everything, then renders the report even when a check failed, and exits with the
 # grading's status. It builds what the grading runs (the grader with the programs it starts, and
@@ -397,8 +398,8 @@ report:
 
 
 test: build
-	@$(CTEST_CORES)
-	ctest --test-dir $(BUILD) --output-on-failure $(CTEST_JOBS)
+	@$(call CTEST_CORES,$(BUILD))
+	ctest --test-dir $(BUILD) --output-on-failure $(call CTEST_JOBS,$(BUILD))
 
 # The benchmarks, the skeletons' generator and the release writer need solutions/: in a student
 # release they say so in one line instead of ninja's "unknown target".
@@ -491,10 +492,12 @@ asan-compiler:
 	@command -v clang++-14 >/dev/null || { echo "make: the sanitizer build compiles with clang++-14, which is not installed: run ./scripts/setup.sh --asan" >&2; exit 1; }
 asan: build-asan/build.ninja
 	scripts/build.sh build-asan -j $(JOBS)
-	$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	@$(call CTEST_CORES,build-asan)
+	$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure $(call CTEST_JOBS,build-asan)
 asan-unit: build-asan/build.ninja
 	scripts/build.sh build-asan -j $(JOBS) --target unit_tests foundation_tests
-	$(ASAN_ENV) ctest --test-dir build-asan -L unit --output-on-failure -j $(JOBS)
+	@$(call CTEST_CORES,build-asan)
+	$(ASAN_ENV) ctest --test-dir build-asan -L unit --output-on-failure $(call CTEST_JOBS,build-asan)
 tsan: build-tsan/build.ninja
 	scripts/build.sh build-tsan -j $(JOBS) --target unit_tests foundation_tests faults_test
 	$(TSAN_ENV) setarch $$(uname -m) -R ctest --test-dir build-tsan -R '$(TSAN_TESTS)' --output-on-failure -j $(JOBS)
