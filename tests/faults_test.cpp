@@ -3,11 +3,8 @@
 // every rank with a clear message (one line of dtlab's; c10d may log its own lines before it)
 // and the right exit code within a bounded time: a data-parallel run that hangs is the worst
 // outcome, so every test asserts the elapsed time.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +21,7 @@
 
 #include "dtlab/core/device.h"
 #include "dtlab/dist/group.h"
+#include "dtlab/dist/netdev.h"
 #include "dtlab/dist/settings.h"
 #include "dtlab/tooling/process.h"
 #include "process_test_util.h"
@@ -249,19 +247,6 @@ TEST_F(Faults, DisagreeingWorldSizesAreNamedOnBothSides) {
   EXPECT_LT(e0.seconds, kTimeout + kMarginSeconds) << e0.output;
 }
 
-// Whether something on this machine accepts TCP connections on `port` (loopback).
-bool accepts_connections(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // Whether process `pid` holds an established TCP connection to `port` on this machine: the
 // inodes of its sockets (/proc/PID/fd) against the connections of /proc/net/tcp and tcp6 whose
 // remote port is `port` and whose state is ESTABLISHED (01).
@@ -303,12 +288,10 @@ TEST_F(Faults, StoppedMasterIsReportedWithinTheTimeout) {
   const double start_bound = kMarginSeconds * dtlab::test::kSlowdown;
   const int port = dtlab::test::free_port();
   Child master(flags(DTLAB_PROGRAM("task2b-solution"), port, 3, 0, {"--timeout", "300"}), log("rank0"));
-  const auto serving_by = steady_clock::now() + std::chrono::milliseconds(static_cast<long>(start_bound * 1000));
-  while (!accepts_connections(port) && steady_clock::now() < serving_by && !master.poll()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(accepts_connections(port)) << "rank 0 did not serve the rendezvous on port " << port << " within "
-                                         << start_bound << " s:\n" << master.output();
+  ASSERT_TRUE(dtlab::dist::accepts_connections("127.0.0.1", port,
+                                               std::chrono::milliseconds(static_cast<long>(start_bound * 1000))))
+      << "rank 0 did not serve the rendezvous on port " << port << " within " << start_bound << " s:\n"
+      << master.output();
   Child waiting(flags(DTLAB_PROGRAM("task2b-solution"), port, 3, 1, {"--timeout", "6"}), log("rank1"));
   const auto joined_by = steady_clock::now() + std::chrono::milliseconds(static_cast<long>(start_bound * 1000));
   while (!holds_connection_to(waiting.pid(), port) && steady_clock::now() < joined_by && !waiting.poll()) {
