@@ -81,9 +81,19 @@ endfunction()
 # Note [The foundation] (common/foundation.cmake): a target whose sources include no LibTorch
 # header compiles without the precompiled header, with the same warnings (and the warning settings
 # the kit's LibTorch target carries: GCC 12's C++20 false positives).
+# Note [One standard for the foundation]: it compiles as C++17 in every build folder, the standard
+# of Debian's LibTorch 1.13, where a LibTorch 2.x build compiles the rest as C++20. Its sources are
+# the same in build/ and build-pip/, so with the same standard each unit preprocesses to the same
+# text and a cold CI's 2.x build reads it from the compiler cache that its 1.13 build has just
+# filled (ccache's preprocessor mode; `scripts/build.sh` prints each build's hits), instead of
+# compiling it again: about 145 s of compiling (1.13's ninja log), the foundation, its suites and
+# the grader's base.
+# Objects of C++17 and C++20 link together as the libraries of any program do (libstdc++'s types
+# are the same in both).
 function(dtlab_no_torch_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter
     $<TARGET_PROPERTY:dtlab_torch,INTERFACE_COMPILE_OPTIONS>)
+  set_target_properties(${target} PROPERTIES CXX_STANDARD 17)
 endfunction()
 
 # Note [Tests at -O1]: the suites' own code (the test files, compiled into tests/*_test and the

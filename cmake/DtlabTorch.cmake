@@ -23,6 +23,8 @@
 # Such a build runs on a machine without a GPU too: CUDA is then simply absent (the kit says so
 # at once where --backend nccl or a CUDA device is asked for).
 # LibTorch 2.x's headers need C++20 (2.15 stops C++17 with #error); 1.13's build as C++17.
+# The targets that include no LibTorch header stay C++17 in both (Note [One standard for the
+# foundation], cmake/Dtlab.cmake).
 set(DTLAB_TORCH "system" CACHE STRING "LibTorch to build with: 'system' (find_package) or a venv / torch folder with torch 2.x")
 set(DTLAB_CUDA "AUTO" CACHE STRING "With a pip torch: link its CUDA half (torch_cuda, NCCL): AUTO (where the wheel has one), ON or OFF")
 

@@ -4,7 +4,7 @@
 # headers each compile read (`ninja -t deps`, the compiler's own -MD list); a LibTorch header
 # (torch/, ATen/, c10/) in any of them fails the test and names the object and the header, and so
 # does a target this build configures with no object recorded (a renamed target would otherwise
-# pass unseen). The programs of the suites among them must also need no LibTorch library at
+# pass unseen). Each compiles as C++17 whatever the LibTorch. The programs of the suites among them must also need no LibTorch library at
 # start-up (below).
 # Usage: tests/foundation_headers_test.sh BUILD_DIR
 set -euo pipefail
@@ -38,6 +38,12 @@ for dir in "${targets[@]}"; do
              $1 ~ /(^|\/)(torch|ATen|c10)\// && n++ < 5 { print obj " read " $1 }' <<<"$records")
   [[ -z $bad ]] || fail "$dir is meant to compile without LibTorch (Note [The foundation]), but:
 $bad"
+  # Note [One standard for the foundation] (cmake/Dtlab.cmake): C++17 in every build folder, so a
+  # 2.x build reads these compiles from the cache that the 1.13 build filled (another standard
+  # preprocesses to other text: every one of them would be compiled twice).
+  first=$(awk '/: #deps/ { sub(/:$/, "", $1); print $1; exit }' <<<"$records")
+  command=$(cd "$build" && ninja -t commands "$first" | tail -n 1)
+  [[ " $command " == *" -std=c++17 "* ]] || fail "$first is not compiled as C++17 (Note [One standard for the foundation]): $(grep -o -- '-std=[^ ]*' <<<"$command" || echo 'no -std')"
   checked=$((checked + objects))
 done
 
@@ -54,5 +60,5 @@ for program in "${programs[@]}"; do
   [[ -z $needs ]] || fail "tests/$program is meant to link no LibTorch (dtlab_test's NO_TORCH), but needs $needs"
   linked=$((linked + 1))
 done
-echo "foundation_headers_test: $checked compiles of $((${#targets[@]} - ${#absent[@]})) targets read no LibTorch header," \
+echo "foundation_headers_test: $checked compiles of $((${#targets[@]} - ${#absent[@]})) targets read no LibTorch header, as C++17," \
      "$linked programs need no LibTorch library${absent[*]:+ (not in this configuration: ${absent[*]})}"
