@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Where a build folder's time went (Note [CI's budget] in .ci/run): the N slowest compiles of its
 # last build (ninja's log: each output's latest start and end, in ms) and the N slowest tests of
-# its last ctest run (ctest's Testing/Temporary/CTestCostData.txt: name, runs, mean seconds), each
-# with its seconds, and the totals.
+# its last ctest run (ctest's Testing/Temporary/LastTest.log: each entry's "Testing: NAME" and
+# "Test time = S sec"), each with its seconds, and the totals. Not ctest's CTestCostData.txt: it
+# keeps no time for an entry whose name holds a space (a parameterised case's "  # GetParam() =
+# ...": every mutant and fair grading shows 0 runs there), and its times are means over runs.
 #   scripts/build_costs.sh BUILD_DIR [N]     (N: 20 unless given)
 #   scripts/build_costs.sh --exercises BUILD_DIR
 # --exercises: what each exercise row (exercises.txt) adds to the build and to ctest: its compiles
@@ -22,30 +24,42 @@ fi
 build=${1:?usage: scripts/build_costs.sh [--exercises] BUILD_DIR [N]}
 n=${2:-20}
 log=$build/.ninja_log
-costs=$build/Testing/Temporary/CTestCostData.txt
-if [[ ! -f $log && ! -f $costs ]]; then
-  echo "build_costs: $build has neither .ninja_log (no build) nor $costs (no ctest run)" >&2
+last=$build/Testing/Temporary/LastTest.log
+if [[ ! -f $log && ! -f $last ]]; then
+  echo "build_costs: $build has neither .ninja_log (no build) nor $last (no ctest run)" >&2
   exit 2
+fi
+# The last ctest run's entries, a line each: the name to its first space, and the seconds. Read
+# before anything below runs `ctest -N`, which rewrites LastTest.log.
+times=""
+if [[ -f $last ]]; then
+  times=$(awk '/^[0-9]+\/[0-9]+ Testing: / { name = $3; next }
+               /^Test time = / && name != "" { print name, $4; name = "" }' "$last")
 fi
 if ((exercises)); then
   root=$(cd "$(dirname "$0")/.." && pwd)
   list=$(awk '!/^#/ && NF {print $1}' "$root/exercises.txt")
   # Which exercises label each entry: "NAME EXERCISE" lines.
+  # `ctest -N` rewrites LastTest.log: keep the run's and put it back, so that the list of the
+  # slowest tests still reads it afterwards.
+  kept=""
+  if [[ -f $last ]]; then kept=$(mktemp) && cp -p "$last" "$kept"; fi
   members=$(for t in $list; do
     ctest --test-dir "$build" -N -L "^$t\$" 2>/dev/null | sed -n "s/^ *Test *#[0-9]*: \([^ ]*\).*/\1 $t/p"
   done)
+  if [[ -n $kept ]]; then mv "$kept" "$last"; fi
   # An entry's seconds go to the exercise its name starts with (Tp/GraderMutants...: a mutant of
   # tp), else in equal shares to the exercises that label it (data_parallel_test's cases: task2a,
   # task2b, task3), so that the rows add up to the suite.
-  tests=$(awk 'NR == FNR { n[$1]++; ex[$1, n[$1]] = $2; next } /^---/ { exit }
-    NF >= 3 && ($1 in n) {
+  tests=$(awk 'NR == FNR { n[$1]++; ex[$1, n[$1]] = $2; next }
+    ($1 in n) {
       split($1, parts, "/"); owner = ""
       for (i = 1; i <= n[$1]; i++) if (tolower(parts[1]) == ex[$1, i]) owner = ex[$1, i]
       if (owner != "") { secs[owner] += $NF; count[owner] += 1; next }
       for (i = 1; i <= n[$1]; i++) { secs[ex[$1, i]] += $NF / n[$1]; count[ex[$1, i]] += 1 / n[$1] }
     }
-    END { for (e in secs) printf "%s %.1f %.0f\n", e, count[e], secs[e] }' <(echo "$members") "$costs" 2>/dev/null || true)
-  printf '%-10s %9s %12s %10s %12s\n' exercise compiles "compile s" "ctest runs" "ctest s"
+    END { for (e in secs) printf "%s %.1f %.0f\n", e, count[e], secs[e] }' <(echo "$members") <(echo "$times") 2>/dev/null || true)
+  printf '%-10s %9s %12s %13s %12s\n' exercise compiles "compile s" "ctest entries" "ctest s"
   for t in $list; do
     read -r count seconds < <(awk -F'\t' -v t="$t" '!/^#/ && ($4 ~ /\.(o|gch|pch)$/) { last[$4] = ($2 - $1) / 1000 }
       END {
@@ -53,8 +67,8 @@ if ((exercises)); then
         for (o in last) if (o ~ pattern) { n++; s += last[o] }
         printf "%d %.0f\n", n, s
       }' "$log" 2>/dev/null || echo "0 0")
-    read -r _ runs test_seconds < <(awk -v t="$t" '$1 == t' <<<"$tests" | grep . || echo "$t 0 0")
-    printf '%-10s %9d %12d %10s %12d\n' "$t" "$count" "$seconds" "$runs" "$test_seconds"
+    read -r _ entries test_seconds < <(awk -v t="$t" '$1 == t' <<<"$tests" | grep . || echo "$t 0 0")
+    printf '%-10s %9d %12d %13s %12d\n' "$t" "$count" "$seconds" "$entries" "$test_seconds"
   done
   exit 0
 fi
@@ -69,10 +83,8 @@ if [[ -f $log ]]; then
   awk -F'\t' '!/^#/ && ($4 ~ /\.(o|gch|pch)$/) { t[$4] = ($2 - $1) / 1000 } END { for (o in t) printf "%8.1f s  %s\n", t[o], o }' \
     "$log" | sort -rn | head -n "$n"
 fi
-if [[ -f $costs ]]; then
-  # Each line: the test's name (a parameterized case's holds spaces: "  # GetParam() = ..."), its
-  # runs, its mean seconds.
-  awk '/^---/ { exit } NF >= 3 { total += $NF; count++ }
-    END { printf "%s: %d tests, %.0f s of test time (ctest -j runs them side by side)\n", FILENAME, count, total }' "$costs"
-  awk '/^---/ { exit } NF >= 3 { printf "%8.1f s  %s\n", $NF, $1 }' "$costs" | sort -rn | head -n "$n"
+if [[ -f $last ]]; then
+  awk -v f="$last" 'NF { total += $2; count++ }
+    END { printf "%s: %d tests, %.0f s of test time (ctest -j runs them side by side)\n", f, count, total }' <<<"$times"
+  awk 'NF { printf "%8.1f s  %s\n", $2, $1 }' <<<"$times" | sort -rn | head -n "$n"
 fi
