@@ -39,11 +39,11 @@ fi
 if ((exercises)); then
   root=$(cd "$(dirname "$0")/.." && pwd)
   list=$(awk '!/^#/ && NF {print $1}' "$root/exercises.txt")
-  # Which exercises label each entry: "NAME EXERCISE" lines.
   # `ctest -N` rewrites LastTest.log: keep the run's and put it back, so that the list of the
   # slowest tests still reads it afterwards.
   kept=""
   if [[ -f $last ]]; then kept=$(mktemp) && cp -p "$last" "$kept"; fi
+  # Which exercises label each entry: "NAME EXERCISE" lines.
   members=$(for t in $list; do
     ctest --test-dir "$build" -N -L "^$t\$" 2>/dev/null | sed -n "s/^ *Test *#[0-9]*: \([^ ]*\).*/\1 $t/p"
   done)
