@@ -405,9 +405,12 @@ report:
 	$(GRADER) report --results $(GRADE)
 
 
+# The pass's output is also kept in BUILD/Testing/make-test.log, where scripts/build_costs.sh
+# reads each entry's seconds (ctest's own LastTest.log is rewritten by any `ctest -N` in the
+# folder, and exercise_docs_test runs one during the pass).
 test: build
 	@$(call CTEST_CORES,$(BUILD))
-	ctest --test-dir $(BUILD) --output-on-failure $(call CTEST_JOBS,$(BUILD))
+	ctest --test-dir $(BUILD) --output-on-failure $(call CTEST_JOBS,$(BUILD)) -O $(abspath $(BUILD))/Testing/make-test.log
 
 # The benchmarks, the skeletons' generator and the release writer need solutions/: in a student
 # release they say so in one line instead of ninja's "unknown target".

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Where a build folder's time went (Note [CI's budget] in .ci/run): the N slowest compiles of its
 # last build (ninja's log: each output's latest start and end, in ms) and the N slowest tests of
-# its last ctest run (ctest's Testing/Temporary/LastTest.log: each entry's "Testing: NAME" and
-# "Test time = S sec"), each with its seconds, and the totals. Not ctest's CTestCostData.txt: it
-# keeps no time for an entry whose name holds a space (a parameterised case's "  # GetParam() =
-# ...": every mutant and fair grading shows 0 runs there), and its times are means over runs.
+# its last `make test` (the ctest output it keeps in Testing/make-test.log: each entry's line,
+# "N/M Test #K: NAME ... Passed S sec"), each with its seconds, and the totals. Not ctest's
+# CTestCostData.txt, which keeps no time for an entry whose name holds a space (a parameterised
+# case's "  # GetParam() = ...": every mutant and fair grading shows 0 runs there) and holds means
+# over runs; nor its LastTest.log, which any `ctest -N` in the folder rewrites.
 #   scripts/build_costs.sh BUILD_DIR [N]     (N: 20 unless given)
 #   scripts/build_costs.sh --exercises BUILD_DIR
 # --exercises: what each exercise row (exercises.txt) adds to the build and to ctest: its compiles
@@ -24,30 +25,23 @@ fi
 build=${1:?usage: scripts/build_costs.sh [--exercises] BUILD_DIR [N]}
 n=${2:-20}
 log=$build/.ninja_log
-last=$build/Testing/Temporary/LastTest.log
-if [[ ! -f $log && ! -f $last ]]; then
-  echo "build_costs: $build has neither .ninja_log (no build) nor $last (no ctest run)" >&2
+pass=$build/Testing/make-test.log
+if [[ ! -f $log && ! -f $pass ]]; then
+  echo "build_costs: $build has neither .ninja_log (no build) nor $pass (no make test)" >&2
   exit 2
 fi
-# The last ctest run's entries, a line each: the name to its first space, and the seconds. Read
-# before anything below runs `ctest -N`, which rewrites LastTest.log.
+# The last pass's entries, a line each: the name to its first space, and the seconds.
 times=""
-if [[ -f $last ]]; then
-  times=$(awk '/^[0-9]+\/[0-9]+ Testing: / { name = $3; next }
-               /^Test time = / && name != "" { print name, $4; name = "" }' "$last")
+if [[ -f $pass ]]; then
+  times=$(sed -nE 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\1 \2/p' "$pass")
 fi
 if ((exercises)); then
   root=$(cd "$(dirname "$0")/.." && pwd)
   list=$(awk '!/^#/ && NF {print $1}' "$root/exercises.txt")
-  # `ctest -N` rewrites LastTest.log: keep the run's and put it back, so that the list of the
-  # slowest tests still reads it afterwards.
-  kept=""
-  if [[ -f $last ]]; then kept=$(mktemp) && cp -p "$last" "$kept"; fi
   # Which exercises label each entry: "NAME EXERCISE" lines.
   members=$(for t in $list; do
     ctest --test-dir "$build" -N -L "^$t\$" 2>/dev/null | sed -n "s/^ *Test *#[0-9]*: \([^ ]*\).*/\1 $t/p"
   done)
-  if [[ -n $kept ]]; then mv "$kept" "$last"; fi
   # An entry's seconds go to the exercise its name starts with (Tp/GraderMutants...: a mutant of
   # tp), else in equal shares to the exercises that label it (data_parallel_test's cases: task2a,
   # task2b, task3), so that the rows add up to the suite.
@@ -83,8 +77,8 @@ if [[ -f $log ]]; then
   awk -F'\t' '!/^#/ && ($4 ~ /\.(o|gch|pch)$/) { t[$4] = ($2 - $1) / 1000 } END { for (o in t) printf "%8.1f s  %s\n", t[o], o }' \
     "$log" | sort -rn | head -n "$n"
 fi
-if [[ -f $last ]]; then
-  awk -v f="$last" 'NF { total += $2; count++ }
+if [[ -f $pass ]]; then
+  awk -v f="$pass" 'NF { total += $2; count++ }
     END { printf "%s: %d tests, %.0f s of test time (ctest -j runs them side by side)\n", f, count, total }' <<<"$times"
   awk 'NF { printf "%8.1f s  %s\n", $2, $1 }' <<<"$times" | sort -rn | head -n "$n"
 fi
