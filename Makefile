@@ -96,7 +96,7 @@ comma := ,
 INSTRUCTORS_ONLY := $(if $(HAVE_SOLUTIONS),,@: )
 
 .PHONY: help setup configure build fixtures demo test test-changed skeletons gpt2-demo gpt2-real \
-        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-cp bench-precision bench-task1-eager bench-gpt2-eager clean check report release $(EXERCISES:%=check-%) \
+        bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-cp bench-precision bench-task1-eager bench-gpt2-eager bench-start clean check report release $(EXERCISES:%=check-%) \
         $(EXERCISES) $(EXERCISES:%=%-solution) $(EXERCISES:%=test-%) cluster-demo
 
 # The exercise lines come from exercises.txt (one per row, in its order), so a new row is listed
@@ -131,6 +131,7 @@ help:
 	$(INSTRUCTORS_ONLY)@echo "make bench-cp        cp vs sequence length: the attention's and a training step's memory per rank and time, naive, CP 1, 2, 4; causal imbalance (figure 16)"
 	$(INSTRUCTORS_ONLY)@echo "make bench-precision precision: activation memory and step time vs layers for no/every/every-2nd block checkpointed; fp32, bf16, fp16 losses (figure 18)"
 	$(INSTRUCTORS_ONLY)@echo "make bench-task1-eager, bench-gpt2-eager  the kit's step against eager PyTorch, alternating rounds (needs tests/golden/setup_venv.sh)"
+	$(INSTRUCTORS_ONLY)@echo "make bench-start     a start of a program linking Debian's LibTorch in its own order and in the kit's (Note [LibTorch's start order])"
 	@echo "make gpt2-real       the same on real German->English text from the Ding dictionary (offline)"
 	@echo "make gpt2-demo       train the tiny GPT-2 to translate the fixture (one process): loss, perplexity, BLEU"
 	$(INSTRUCTORS_ONLY)@echo "make skeletons       regenerate tasks/ from solutions/ (instructors)"
@@ -415,7 +416,7 @@ test: build
 # The benchmarks, the skeletons' generator and the release writer need solutions/: in a student
 # release they say so in one line instead of ninja's "unknown target".
 INSTRUCTOR_TARGETS := skeletons release bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-cp \
-  bench-precision \
+  bench-precision bench-start \
   bench-task1-eager bench-gpt2-eager
 ifeq ($(HAVE_SOLUTIONS),)
 $(INSTRUCTOR_TARGETS):
@@ -464,6 +465,10 @@ bench-task1-eager: configure
 bench-gpt2-eager: configure
 	scripts/build.sh $(BUILD) --target bench_gpt2
 	$(PYTHON) bench/compare_eager.py --bench gpt2 --build $(BUILD) $(ARGS)
+# Note [LibTorch's start order] (cmake/DtlabTorchStartOrder.cmake): no build needed, it links two
+# programs that do nothing itself. ROUNDS: 20 unless given.
+bench-start:
+	bench/torch_start.sh $(ROUNDS)
 endif
 
 clean:

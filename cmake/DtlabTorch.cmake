@@ -26,6 +26,7 @@
 # The targets that include no LibTorch header stay C++17 in both (Note [One standard for the
 # foundation], cmake/Dtlab.cmake).
 set(DTLAB_TORCH "system" CACHE STRING "LibTorch to build with: 'system' (find_package) or a venv / torch folder with torch 2.x")
+include(${CMAKE_CURRENT_LIST_DIR}/DtlabTorchStartOrder.cmake)
 set(DTLAB_CUDA "AUTO" CACHE STRING "With a pip torch: link its CUDA half (torch_cuda, NCCL): AUTO (where the wheel has one), ON or OFF")
 
 # The torch/ folder of a venv (lib/pythonX.Y/site-packages/torch) or of a wheel.
@@ -179,6 +180,13 @@ macro(dtlab_find_torch)
   if(DTLAB_TORCH STREQUAL "system")
     find_package(Torch REQUIRED)
     target_link_libraries(dtlab_torch INTERFACE ${TORCH_LIBRARIES})
+    # Note [LibTorch's start order] (cmake/DtlabTorchStartOrder.cmake).
+    get_target_property(_torch_cpu_file torch_cpu IMPORTED_LOCATION_RELWITHDEBINFO)
+    if(NOT _torch_cpu_file)
+      get_target_property(_torch_cpu_file torch_cpu LOCATION)
+    endif()
+    dtlab_torch_start_order(dtlab_torch "${_torch_cpu_file}")
+    set(DTLAB_TORCH_CPU_FILE "${_torch_cpu_file}")
     set(DTLAB_TORCH_VERSION "${Torch_VERSION}")
     set(DTLAB_TORCH_DIR "${TORCH_INSTALL_PREFIX}")
     set(DTLAB_TORCH_KIND "found by find_package")
