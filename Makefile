@@ -413,8 +413,9 @@ test: build
 	@$(call CTEST_CORES,$(BUILD))
 	ctest --test-dir $(BUILD) --output-on-failure $(call CTEST_JOBS,$(BUILD)) -O $(abspath $(BUILD))/Testing/make-test.log
 
-# The benchmarks, the skeletons' generator and the release writer need solutions/: in a student
-# release they say so in one line instead of ninja's "unknown target".
+# The benchmarks, the skeletons' generator and the release writer need solutions/ (bench-start
+# only bench/, which the release leaves out with them): in a student release they say so in one
+# line instead of ninja's "unknown target".
 INSTRUCTOR_TARGETS := skeletons release bench bench-task1 bench-dp bench-gpt2 bench-dp-gpt2 bench-pipeline bench-pp bench-cp \
   bench-precision bench-start \
   bench-task1-eager bench-gpt2-eager

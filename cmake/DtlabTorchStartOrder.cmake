@@ -16,7 +16,10 @@
 # most probes, and none whose move would change what any symbol binds to but between copies of one
 # C++ entity (template instances, inline functions, vtables: weak and unique symbols, one entity
 # to the C++ ABI). A library that defines a function or variable another library also defines
-# (the BLAS and LAPACK copies, netCDF's strlcat) keeps its place. The build uses the list only for
+# (the BLAS and LAPACK copies, netCDF's strlcat) keeps its place; and since a library named early
+# also brings the libraries it needs earlier, the script then runs two programs under
+# LD_DEBUG=bindings and names first whatever library a moved binding of another kind used to reach
+# (libbsd, whose strlcat netCDF's would otherwise shadow). The build uses the list only for
 # the libtorch_cpu.so whose build id it names; another LibTorch (a new Debian package, a pip
 # wheel, whose start is half the price and needs none of these libraries) links as it always did,
 # and configure says so.
@@ -53,7 +56,10 @@ function(dtlab_torch_start_order target libtorch_cpu)
   set(paths "")
   foreach(line IN LISTS lines)
     string(REGEX MATCH "^[^ ]+" soname "${line}")
-    string(REGEX MATCH "${soname} => ([^ ]+)" _ "${closure}")
+    # ldd's line "\tSONAME => PATH (address)", the name matched whole and literally.
+    string(REGEX REPLACE "([][.+*?^$()|\\])" "\\\\\\1" pattern "${soname}")
+    string(REGEX MATCH "(^|\n)[ \t]*${pattern} => ([^ ]+)" _ "${closure}")
+    set(CMAKE_MATCH_1 "${CMAKE_MATCH_2}")
     if(failed OR NOT CMAKE_MATCH_1)
       message(FATAL_ERROR "dtlab: cmake/torch_start_order.txt names ${soname}, which ${libtorch_cpu} (build id "
                           "${id}) does not load: run scripts/torch_start_order.sh, or configure with "
